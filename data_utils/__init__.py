@@ -1,0 +1,1 @@
+"""Data utilities: tokenization, TFRecord builders and tf.data readers."""

@@ -1,0 +1,73 @@
+"""Shared fixtures: where `../shared` is, and the golden cases in it.
+
+`XLNET_SHARED` overrides the location. Outside CI a missing folder skips the
+tests that need it, saying so; in CI (CI=true) it is an error.
+"""
+
+import os
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def shared_dir() -> str:
+  return os.environ.get("XLNET_SHARED",
+                        os.path.join(os.path.dirname(ROOT), "shared"))
+
+
+@pytest.fixture(scope="session")
+def shared():
+  path = shared_dir()
+  if not os.path.isdir(path):
+    message = (f"shared data folder {path} not found (set XLNET_SHARED to "
+               "its location)")
+    if os.environ.get("CI"):
+      pytest.fail(message + "; CI must run with ../shared beside the clone")
+    pytest.skip(message)
+  return path
+
+
+class GoldenCase:
+  """One folder of ../shared/golden: checkpoint, configs and arrays."""
+
+  def __init__(self, path):
+    import json
+    import xlnet_tf
+    self.path = path
+    self.ckpt = os.path.join(path, "model.ckpt")
+    self.config = xlnet_tf.XLNetConfig.from_json(
+        os.path.join(path, "xlnet_config.json"))
+    with open(os.path.join(path, "run_config.json")) as f:
+      self.run = json.load(f)
+    self.arrays = dict(np.load(os.path.join(path, "golden.npz")))
+
+  def __getitem__(self, key):
+    return self.arrays[key]
+
+  def options(self, **overrides):
+    import xlnet_tf
+    names = ("dropout", "dropatt", "init", "init_std", "init_range", "mem_len",
+             "reuse_len", "attn_type", "bi_data", "clamp_len", "same_length")
+    values = {k: self.run[k] for k in names if k in self.run}
+    values.update(overrides)
+    return xlnet_tf.RunOptions(**values)
+
+
+@pytest.fixture(scope="session")
+def golden(shared):
+  cache = {}
+
+  def get(name):
+    if name not in cache:
+      cache[name] = GoldenCase(os.path.join(shared, "golden", name))
+    return cache[name]
+  return get
+
+
+def assert_close(actual, expected, atol=1e-5, rtol=1e-5, name=""):
+  np.testing.assert_allclose(np.asarray(actual), np.asarray(expected),
+                             atol=atol, rtol=rtol, err_msg=name)

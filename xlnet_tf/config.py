@@ -1,0 +1,174 @@
+"""Model hyper-parameters (`XLNetConfig`) and run-time options (`RunOptions`).
+
+`XLNetConfig` holds what is fixed by a checkpoint and reads/writes the original
+`xlnet_config.json` (same eight keys). `RunOptions` holds what may change from
+run to run, under the original run-config names and with the original defaults.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tempfile
+from typing import Any, Optional
+
+
+class ConfigError(ValueError):
+  """A config file or value is wrong; the message names the key and the value."""
+
+
+_ACTIVATIONS = ("relu", "gelu")
+
+
+def _check(cond: bool, msg: str):
+  if not cond:
+    raise ConfigError(msg)
+
+
+def _is_int(v) -> bool:
+  return isinstance(v, int) and not isinstance(v, bool)
+
+
+def write_json_atomic(path: str, data: dict) -> None:
+  """Writes `data` as JSON to `path` through a temp file and a rename."""
+  directory = os.path.dirname(os.path.abspath(path))
+  os.makedirs(directory, exist_ok=True)
+  fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".json")
+  try:
+    with os.fdopen(fd, "w") as f:
+      json.dump(data, f, indent=4, sort_keys=True)
+      f.write("\n")
+    os.replace(tmp, path)
+  except BaseException:
+    if os.path.exists(tmp):
+      os.remove(tmp)
+    raise
+
+
+@dataclasses.dataclass(frozen=True)
+class XLNetConfig:
+  """The original `xlnet_config.json`: the shape of a checkpoint.
+
+  Example:
+    >>> cfg = XLNetConfig(n_layer=2, d_model=32, n_head=4, d_head=8,
+    ...                   d_inner=64, n_token=120)
+    >>> cfg.ff_activation, cfg.untie_r
+    ('gelu', True)
+  """
+  n_layer: int
+  d_model: int
+  n_head: int
+  d_head: int
+  d_inner: int
+  n_token: int
+  ff_activation: str = "gelu"
+  untie_r: bool = True
+
+  KEYS = ("d_head", "d_inner", "d_model", "ff_activation", "n_head", "n_layer",
+          "n_token", "untie_r")
+
+  def __post_init__(self):
+    for key in ("n_layer", "d_model", "n_head", "d_head", "d_inner", "n_token"):
+      value = getattr(self, key)
+      _check(_is_int(value) and value > 0,
+             f"XLNetConfig: '{key}' must be a positive integer, got {value!r}")
+    _check(self.ff_activation in _ACTIVATIONS,
+           f"XLNetConfig: 'ff_activation' must be one of {_ACTIVATIONS}, "
+           f"got {self.ff_activation!r}")
+    _check(isinstance(self.untie_r, bool),
+           f"XLNetConfig: 'untie_r' must be true or false, got {self.untie_r!r}")
+
+  @classmethod
+  def from_dict(cls, data: dict, source: str = "config") -> "XLNetConfig":
+    _check(isinstance(data, dict),
+           f"{source}: expected a JSON object, got {type(data).__name__}")
+    missing = [k for k in cls.KEYS if k not in data]
+    _check(not missing, f"{source}: missing key(s) {', '.join(missing)}")
+    try:
+      return cls(**{k: data[k] for k in cls.KEYS})
+    except ConfigError as e:
+      raise ConfigError(f"{source}: {e}") from None
+
+  @classmethod
+  def from_json(cls, path: str) -> "XLNetConfig":
+    """Reads an original-format `xlnet_config.json`; extra keys are ignored."""
+    if not os.path.isfile(path):
+      raise ConfigError(f"{path}: no such config file")
+    try:
+      with open(path) as f:
+        data = json.load(f)
+    except json.JSONDecodeError as e:
+      raise ConfigError(f"{path}: not valid JSON ({e.msg} at line {e.lineno} "
+                        f"column {e.colno})") from None
+    return cls.from_dict(data, source=path)
+
+  def to_dict(self) -> dict:
+    return {k: getattr(self, k) for k in self.KEYS}
+
+  def to_json(self, path: str) -> None:
+    """Writes the original layout (sorted keys, indent 4), atomically."""
+    write_json_atomic(path, self.to_dict())
+
+
+@dataclasses.dataclass(frozen=True)
+class RunOptions:
+  """Run-time options under the original names and with the original defaults.
+
+  attn_type: 'bi' (every position may see every other) or 'uni' (causal).
+  mem_len:   tokens of memory cached per layer; None/0 = no new memory.
+  reuse_len: how many leading tokens of the current segment go into memory.
+  bi_data:   the batch is [forward half; backward half] (pretraining).
+  clamp_len: clamp relative distances to [-clamp_len, clamp_len]; -1 = off.
+  same_length: with 'uni', every query sees the same number of keys.
+
+  Example:
+    >>> RunOptions().dropout, RunOptions(attn_type="uni").attn_type
+    (0.1, 'uni')
+  """
+  dropout: float = 0.1
+  dropatt: float = 0.1
+  init: str = "normal"
+  init_std: float = 0.02
+  init_range: float = 0.1
+  mem_len: Optional[int] = None
+  reuse_len: Optional[int] = None
+  attn_type: str = "bi"
+  bi_data: bool = False
+  clamp_len: int = -1
+  same_length: bool = False
+  use_bfloat16: bool = False
+
+  def __post_init__(self):
+    for key in ("dropout", "dropatt"):
+      v = getattr(self, key)
+      _check(isinstance(v, (int, float)) and 0.0 <= v < 1.0,
+             f"RunOptions: '{key}' must be in [0, 1), got {v!r}")
+    _check(self.init in ("normal", "uniform"),
+           f"RunOptions: 'init' must be 'normal' or 'uniform', got {self.init!r}")
+    _check(self.attn_type in ("bi", "uni"),
+           f"RunOptions: 'attn_type' must be 'bi' or 'uni', got {self.attn_type!r}")
+    for key in ("mem_len", "reuse_len"):
+      v = getattr(self, key)
+      _check(v is None or (_is_int(v) and v >= 0),
+             f"RunOptions: '{key}' must be None or a non-negative integer, "
+             f"got {v!r}")
+    _check(_is_int(self.clamp_len),
+           f"RunOptions: 'clamp_len' must be an integer, got {self.clamp_len!r}")
+    for key in ("init_std", "init_range"):
+      v = getattr(self, key)
+      _check(isinstance(v, (int, float)) and v > 0,
+             f"RunOptions: '{key}' must be positive, got {v!r}")
+
+  def to_dict(self) -> dict:
+    return dataclasses.asdict(self)
+
+  @classmethod
+  def from_dict(cls, data: dict) -> "RunOptions":
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - names)
+    _check(not unknown, f"RunOptions: unknown option(s) {', '.join(unknown)}")
+    return cls(**data)
+
+  def replace(self, **changes: Any) -> "RunOptions":
+    return dataclasses.replace(self, **changes)

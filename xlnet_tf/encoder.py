@@ -1,0 +1,254 @@
+"""`XLNetModel`: embeddings, relative positions, masks, the layer stack and the
+Transformer-XL memory (the original's `transformer_xl`, batch-major).
+
+Inputs (batch-major, B batch, L length, M memory, P predictions, D d_model):
+  input_ids      [B, L] int32
+  seg_ids        [B, L] int32 or None (no segment term then)
+  input_mask     [B, L] float, 1 = padding
+  mems           list of n_layer `[B, M, D]` or None
+  perm_mask      [B, L, L] float, [b, i, j] = 1: query i may not attend key j
+  target_mapping [B, P, L] float one-hot rows (two-stream with P predictions)
+  inp_q          [B, L] float, 1 = prediction target; its presence switches the
+                 query stream on
+Outputs (a dict):
+  sequence_output  [B, L, D] content stream, or the query stream `[B, P, D]`
+                   (`[B, L, D]` without target_mapping) when two-stream
+  new_mems         list of n_layer `[B, mem_len, D]`, or None when mem_len is
+                   None/0: each layer's INPUT, first `reuse_len` positions
+                   appended to the old memory, gradient stopped.
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+import tensorflow as tf
+import tf_keras as keras
+
+from xlnet_tf.config import RunOptions, XLNetConfig
+from xlnet_tf.initializers import dtype_policy, fresh, get_initializer
+from xlnet_tf.layers import PositionwiseFFN, RelativeAttention
+from xlnet_tf.masks import attention_masks, segment_matrix
+from xlnet_tf.positions import relative_positional_encoding
+
+
+def cache_memory(layer_input: tf.Tensor, prev_mem: Optional[tf.Tensor],
+                 mem_len: Optional[int], reuse_len: Optional[int] = None):
+  """New memory `[B, mem_len, D]` from a layer's input `[B, L, D]`.
+
+  Example:
+    >>> x = tf.reshape(tf.range(4.0), [1, 4, 1])
+    >>> cache_memory(x, None, mem_len=3, reuse_len=2)[0, :, 0].numpy().tolist()
+    [0.0, 1.0]
+    >>> old = tf.constant([[[9.0]]])
+    >>> cache_memory(x, old, mem_len=3, reuse_len=2)[0, :, 0].numpy().tolist()
+    [9.0, 0.0, 1.0]
+  """
+  if not mem_len:
+    return None
+  if reuse_len is not None and reuse_len > 0:
+    layer_input = layer_input[:, :reuse_len]
+  if prev_mem is not None:
+    layer_input = tf.concat([tf.cast(prev_mem, layer_input.dtype), layer_input],
+                            axis=1)
+  return tf.stop_gradient(layer_input[:, -mem_len:])
+
+
+class XLNetBlock(keras.layers.Layer):
+  """One layer (scope `layer_<i>`): relative attention `rel_attn`, then the
+  feed-forward net `ff` applied to both streams with shared weights."""
+
+  def __init__(self, d_model, n_head, d_head, d_inner, ff_activation,
+               dropout=0.0, dropatt=0.0, kernel_initializer="glorot_uniform",
+               **kwargs):
+    super().__init__(**kwargs)
+    self._args = dict(d_model=d_model, n_head=n_head, d_head=d_head,
+                      d_inner=d_inner, ff_activation=ff_activation,
+                      dropout=dropout, dropatt=dropatt)
+    self.kernel_initializer = keras.initializers.get(kernel_initializer)
+    self.rel_attn = RelativeAttention(
+        d_model, n_head, d_head, dropout, dropatt, self.kernel_initializer,
+        name="rel_attn", dtype=self.dtype_policy)
+    self.ff = PositionwiseFFN(
+        d_model, d_inner, ff_activation, dropout, self.kernel_initializer,
+        name="ff", dtype=self.dtype_policy)
+
+  def build(self, input_shape=None):
+    self.rel_attn.build(None)
+    self.ff.build(None)
+    super().build(input_shape)
+
+  def call(self, h, pos_enc, biases, g=None, mems=None, seg_mat=None,
+           content_mask=None, query_mask=None, target_mapping=None,
+           training=False):
+    h, g = self.rel_attn(h, pos_enc, biases, g=g, mems=mems, seg_mat=seg_mat,
+                         content_mask=content_mask, query_mask=query_mask,
+                         target_mapping=target_mapping, training=training)
+    if g is not None:
+      g = self.ff(g, training=training)
+    return self.ff(h, training=training), g
+
+  def original_weights(self) -> dict:
+    weights = {f"rel_attn/{k}": v
+               for k, v in self.rel_attn.original_weights().items()}
+    weights.update({f"ff/{k}": v for k, v in self.ff.original_weights().items()})
+    return weights
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(self._args)
+    config["kernel_initializer"] = keras.initializers.serialize(
+        self.kernel_initializer)
+    return config
+
+
+class XLNetModel(keras.layers.Layer):
+  """The XLNet encoder (the original's `model/transformer` scope).
+
+  Example:
+    >>> cfg = XLNetConfig(n_layer=1, d_model=8, n_head=2, d_head=4,
+    ...                   d_inner=16, n_token=10)
+    >>> model = XLNetModel(cfg, RunOptions(mem_len=3))
+    >>> out = model(tf.constant([[5, 6, 7, 4, 3]]))
+    >>> out["sequence_output"].shape, out["new_mems"][0].shape
+    (TensorShape([1, 5, 8]), TensorShape([1, 3, 8]))
+  """
+
+  ORIGINAL_SCOPE = "model/transformer"
+
+  def __init__(self, config: XLNetConfig, options: Optional[RunOptions] = None,
+               **kwargs):
+    options = options or RunOptions()
+    kwargs.setdefault("name", "transformer")
+    kwargs.setdefault("dtype", dtype_policy(options))
+    super().__init__(**kwargs)
+    self.config = config
+    self.options = options
+    self.initializer = get_initializer(options)
+    self.blocks = [
+        XLNetBlock(config.d_model, config.n_head, config.d_head,
+                   config.d_inner, config.ff_activation, options.dropout,
+                   options.dropatt, self.initializer, name=f"layer_{i}",
+                   dtype=self.dtype_policy)
+        for i in range(config.n_layer)
+    ]
+    self.dropout = keras.layers.Dropout(options.dropout,
+                                        dtype=self.dtype_policy)
+
+  def build(self, input_shape=None):
+    cfg = self.config
+    bias_shape = ([cfg.n_layer, cfg.n_head, cfg.d_head] if cfg.untie_r
+                  else [cfg.n_head, cfg.d_head])
+    self.word_embedding = self.add_weight(
+        "word_embedding/lookup_table", shape=[cfg.n_token, cfg.d_model],
+        initializer=fresh(self.initializer))
+    # The original gives mask_emb no initializer: TF1's default, Glorot.
+    self.mask_emb = self.add_weight(
+        "mask_emb/mask_emb", shape=[1, 1, cfg.d_model],
+        initializer="glorot_uniform")
+    self.r_w_bias = self.add_weight("r_w_bias", shape=bias_shape,
+                                    initializer=fresh(self.initializer))
+    self.r_r_bias = self.add_weight("r_r_bias", shape=bias_shape,
+                                    initializer=fresh(self.initializer))
+    self.r_s_bias = self.add_weight("r_s_bias", shape=bias_shape,
+                                    initializer=fresh(self.initializer))
+    self.seg_embed = self.add_weight(
+        "seg_embed", shape=[cfg.n_layer, 2, cfg.n_head, cfg.d_head],
+        initializer=fresh(self.initializer))
+    for block in self.blocks:
+      block.build(None)
+    super().build(input_shape)
+
+  @property
+  def embedding_table(self) -> tf.Variable:
+    """`[n_token, D]`, shared with the tied LM head."""
+    return self.word_embedding
+
+  def _layer_biases(self, i: int, with_segments: bool):
+    pick = (lambda b: b[i]) if self.config.untie_r else (lambda b: b)
+    return (pick(self.r_w_bias), pick(self.r_r_bias),
+            pick(self.r_s_bias) if with_segments else None,
+            self.seg_embed[i] if with_segments else None)
+
+  def call(self, input_ids, seg_ids=None, input_mask=None, mems=None,
+           perm_mask=None, target_mapping=None, inp_q=None, training=False):
+    opts = self.options
+    dtype = self.compute_dtype
+    input_ids = tf.convert_to_tensor(input_ids)
+    batch = tf.shape(input_ids)[0]
+    qlen = tf.shape(input_ids)[1]
+    if mems is not None and len(mems) != self.config.n_layer:
+      raise ValueError(f"mems: expected {self.config.n_layer} tensors (one per "
+                       f"layer), got {len(mems)}")
+    mlen = tf.shape(mems[0])[1] if mems is not None else 0
+    klen = mlen + qlen
+
+    content_mask, query_mask = attention_masks(
+        qlen, mlen, opts.attn_type, opts.same_length, input_mask, perm_mask)
+
+    word_emb_k = tf.cast(tf.gather(self.word_embedding, input_ids), dtype)
+    h = self.dropout(word_emb_k, training=training)
+    g = None
+    if inp_q is not None:
+      mask_emb = tf.cast(self.mask_emb, dtype)
+      if target_mapping is not None:
+        num_predict = tf.shape(target_mapping)[1]
+        word_emb_q = tf.tile(mask_emb, [batch, num_predict, 1])
+      else:
+        inp_q_ext = tf.cast(inp_q, dtype)[:, :, None]
+        word_emb_q = inp_q_ext * mask_emb + (1 - inp_q_ext) * word_emb_k
+      g = self.dropout(word_emb_q, training=training)
+
+    seg_mat = None if seg_ids is None else segment_matrix(seg_ids, mlen)
+
+    pos_enc = relative_positional_encoding(
+        qlen, klen, self.config.d_model, opts.attn_type, opts.clamp_len,
+        opts.bi_data, batch)
+    if training and opts.dropout > 0 and len(pos_enc.shape) == 2:
+      # The original drops out a per-example copy of the encoding.
+      pos_enc = tf.tile(pos_enc[None], [batch, 1, 1])
+    pos_enc = self.dropout(tf.cast(pos_enc, dtype), training=training)
+
+    new_mems: List[tf.Tensor] = []
+    for i, block in enumerate(self.blocks):
+      new_mems.append(cache_memory(h, None if mems is None else mems[i],
+                                   opts.mem_len, opts.reuse_len))
+      h, g = block(h, pos_enc, self._layer_biases(i, seg_ids is not None),
+                   g=g, mems=None if mems is None else mems[i],
+                   seg_mat=seg_mat, content_mask=content_mask,
+                   query_mask=query_mask, target_mapping=target_mapping,
+                   training=training)
+
+    output = self.dropout(h if g is None else g, training=training)
+    return {"sequence_output": output,
+            "new_mems": new_mems if opts.mem_len else None}
+
+  def original_weights(self) -> dict:
+    """Original names (under `model/transformer/`) -> variables."""
+    scope = self.ORIGINAL_SCOPE
+    weights = {
+        f"{scope}/word_embedding/lookup_table": self.word_embedding,
+        f"{scope}/mask_emb/mask_emb": self.mask_emb,
+        f"{scope}/r_w_bias": self.r_w_bias,
+        f"{scope}/r_r_bias": self.r_r_bias,
+        f"{scope}/r_s_bias": self.r_s_bias,
+        f"{scope}/seg_embed": self.seg_embed,
+    }
+    for i, block in enumerate(self.blocks):
+      for name, var in block.original_weights().items():
+        weights[f"{scope}/layer_{i}/{name}"] = var
+    return weights
+
+  def get_config(self):
+    config = super().get_config()
+    config.pop("dtype", None)
+    config.update(config=self.config.to_dict(), options=self.options.to_dict())
+    return config
+
+  @classmethod
+  def from_config(cls, config):
+    config = dict(config)
+    xlnet_config = XLNetConfig.from_dict(config.pop("config"))
+    options = RunOptions.from_dict(config.pop("options"))
+    config.pop("trainable", None)
+    return cls(xlnet_config, options, **config)

@@ -1,0 +1,60 @@
+"""Initializers and activations as the original defines them."""
+
+from __future__ import annotations
+
+import math
+
+import tensorflow as tf
+import tf_keras as keras
+
+from xlnet_tf.config import RunOptions
+
+
+def get_initializer(options: RunOptions) -> keras.initializers.Initializer:
+  """`init='normal'`: N(0, init_std^2); `init='uniform'`: U(-init_range, init_range).
+
+  Example:
+    >>> get_initializer(RunOptions(init="uniform")).get_config()["maxval"]
+    0.1
+  """
+  if options.init == "uniform":
+    return keras.initializers.RandomUniform(-options.init_range,
+                                            options.init_range)
+  return keras.initializers.RandomNormal(stddev=options.init_std)
+
+
+def gelu_tanh(x: tf.Tensor) -> tf.Tensor:
+  """GELU in its tanh approximation, as the original (HuggingFace: gelu_new).
+
+  Example:
+    >>> round(float(gelu_tanh(tf.constant(1.0))), 6)
+    0.841192
+  """
+  cdf = 0.5 * (1.0 + tf.tanh(
+      math.sqrt(2.0 / math.pi) * (x + 0.044715 * tf.pow(x, 3))))
+  return x * cdf
+
+
+def get_activation(name: str):
+  """'relu' or 'gelu' (tanh form) -> callable."""
+  if name == "relu":
+    return tf.nn.relu
+  if name == "gelu":
+    return gelu_tanh
+  raise ValueError(f"unsupported activation {name!r}; use 'relu' or 'gelu'")
+
+
+def dtype_policy(options: RunOptions):
+  """The Keras dtype policy the layers use: bf16 compute with f32 weights when
+  `use_bfloat16`, else plain float32."""
+  if options.use_bfloat16:
+    return keras.mixed_precision.Policy("mixed_bfloat16")
+  return keras.mixed_precision.Policy("float32")
+
+
+def fresh(initializer) -> keras.initializers.Initializer:
+  """A new instance with the same config: an unseeded Keras initializer
+  instance returns the same values on every call, so each weight needs its own.
+  """
+  return keras.initializers.get(keras.initializers.serialize(
+      keras.initializers.get(initializer)))

@@ -1,0 +1,63 @@
+"""Position-wise feed-forward network: `LN(x + W2 drop(act(W1 x)))`."""
+
+from __future__ import annotations
+
+import tf_keras as keras
+
+from xlnet_tf.initializers import fresh, get_activation
+from xlnet_tf.layers.layer_norm import LayerNorm
+
+
+class PositionwiseFFN(keras.layers.Layer):
+  """`[B, L, D] -> [B, L, D]`; weights named as the original's `ff/` scope
+  (`layer_1`, `layer_2`, `LayerNorm`)."""
+
+  def __init__(self, d_model: int, d_inner: int, activation: str = "relu",
+               dropout: float = 0.0, kernel_initializer="glorot_uniform",
+               **kwargs):
+    super().__init__(**kwargs)
+    self.d_model = d_model
+    self.d_inner = d_inner
+    self.activation = activation
+    self.dropout_rate = dropout
+    self.kernel_initializer = keras.initializers.get(kernel_initializer)
+    self.layer_1 = keras.layers.Dense(
+        d_inner, activation=get_activation(activation),
+        kernel_initializer=fresh(self.kernel_initializer), name="layer_1",
+        dtype=self.dtype_policy)
+    self.layer_2 = keras.layers.Dense(
+        d_model, kernel_initializer=fresh(self.kernel_initializer), name="layer_2",
+        dtype=self.dtype_policy)
+    self.drop_1 = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+    self.drop_2 = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+    self.layer_norm = LayerNorm(d_model, dtype=self.dtype_policy)
+
+  def build(self, input_shape=None):
+    self.layer_1.build([None, self.d_model])
+    self.layer_2.build([None, self.d_inner])
+    self.layer_norm.build(None)
+    super().build(input_shape)
+
+  def call(self, x, training=False):
+    y = self.drop_1(self.layer_1(x), training=training)
+    y = self.drop_2(self.layer_2(y), training=training)
+    return self.layer_norm(y + x)
+
+  def original_weights(self) -> dict:
+    """Relative original names -> variables."""
+    return {
+        "layer_1/kernel": self.layer_1.kernel,
+        "layer_1/bias": self.layer_1.bias,
+        "layer_2/kernel": self.layer_2.kernel,
+        "layer_2/bias": self.layer_2.bias,
+        **self.layer_norm.original_weights(),
+    }
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(
+        d_model=self.d_model, d_inner=self.d_inner, activation=self.activation,
+        dropout=self.dropout_rate,
+        kernel_initializer=keras.initializers.serialize(
+            self.kernel_initializer))
+    return config

@@ -1,0 +1,48 @@
+"""Layer normalization over the last axis, for tensors of any rank, computed
+as the original's `tf.contrib.layers.layer_norm` (epsilon 1e-12), in float32."""
+
+from __future__ import annotations
+
+import tensorflow as tf
+import tf_keras as keras
+
+LAYER_NORM_EPSILON = 1e-12
+
+
+class LayerNorm(keras.layers.Layer):
+  """`x [..., D] -> gamma * (x - mean) / sqrt(var + eps) + beta`.
+
+  Example:
+    >>> ln = LayerNorm(2)
+    >>> ln(tf.constant([[1.0, 3.0]])).numpy().round(4).tolist()
+    [[-1.0, 1.0]]
+  """
+
+  def __init__(self, d_model: int, epsilon: float = LAYER_NORM_EPSILON,
+               **kwargs):
+    kwargs.setdefault("name", "LayerNorm")
+    super().__init__(**kwargs)
+    self.d_model = d_model
+    self.epsilon = epsilon
+
+  def build(self, input_shape=None):
+    self.gamma = self.add_weight("gamma", [self.d_model], initializer="ones")
+    self.beta = self.add_weight("beta", [self.d_model], initializer="zeros")
+    super().build(input_shape)
+
+  def call(self, x):
+    dtype = x.dtype
+    x = tf.cast(x, tf.float32)
+    mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
+    inv = tf.math.rsqrt(variance + self.epsilon) * tf.cast(self.gamma,
+                                                           tf.float32)
+    y = x * inv + (tf.cast(self.beta, tf.float32) - mean * inv)
+    return tf.cast(y, dtype)
+
+  def original_weights(self) -> dict:
+    return {"LayerNorm/gamma": self.gamma, "LayerNorm/beta": self.beta}
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(d_model=self.d_model, epsilon=self.epsilon)
+    return config

@@ -1,0 +1,153 @@
+"""Relative multi-head attention with XLNet's two streams sharing its weights.
+
+Shapes (batch-major): B batch, L current length, M memory length, K = M + L
+keys, R rows of the positional encoding, P predictions, N heads, H head size,
+D model size. Scores are laid out `[B, N, I, J]` (query i, key j).
+
+    score = (ac + bd + ef) / sqrt(H) - 1e30 * mask
+    ac = (q + r_w_bias) . k          content
+    bd = rel_shift((q + r_r_bias) . r) position
+    ef = (q + r_s_bias) . seg_embed[s_ij]  segment (same / different)
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+import tf_keras as keras
+
+from xlnet_tf.initializers import fresh
+from xlnet_tf.layers.layer_norm import LayerNorm
+from xlnet_tf.positions import rel_shift
+
+MASK_PENALTY = 1e30
+
+
+class RelativeAttention(keras.layers.Layer):
+  """One attention sub-layer (scope `rel_attn`): projections q, k, v, r, o of
+  shape `[D, N, H]`, then residual and LayerNorm.
+
+  Called with the content stream `h [B, L, D]` and optionally the query stream
+  `g` (`[B, P, D]` with `target_mapping [B, P, L]`, else `[B, L, D]`); both
+  streams use the same weights and the same keys/values (memory + content).
+  Returns `(h_out, g_out)`, `g_out` None for one stream.
+  """
+
+  def __init__(self, d_model: int, n_head: int, d_head: int,
+               dropout: float = 0.0, dropatt: float = 0.0,
+               kernel_initializer="glorot_uniform", **kwargs):
+    super().__init__(**kwargs)
+    self.d_model = d_model
+    self.n_head = n_head
+    self.d_head = d_head
+    self.dropout_rate = dropout
+    self.dropatt_rate = dropatt
+    self.kernel_initializer = keras.initializers.get(kernel_initializer)
+    self.scale = 1.0 / (d_head ** 0.5)
+    self.attn_dropout = keras.layers.Dropout(dropatt, dtype=self.dtype_policy)
+    self.output_dropout = keras.layers.Dropout(dropout,
+                                               dtype=self.dtype_policy)
+    self.layer_norm = LayerNorm(d_model, dtype=self.dtype_policy)
+
+  def build(self, input_shape=None):
+    shape = [self.d_model, self.n_head, self.d_head]
+    for name in ("q", "k", "v", "r", "o"):
+      setattr(self, f"{name}_kernel", self.add_weight(
+          f"{name}/kernel", shape=shape, initializer=fresh(self.kernel_initializer)))
+    self.layer_norm.build(None)
+    super().build(input_shape)
+
+  def _project(self, x, kernel):
+    """`[B, T, D] -> [B, T, N, H]` (or `[T, D] -> [T, N, H]`)."""
+    if len(x.shape) == 2:
+      return tf.einsum("td,dnh->tnh", x, kernel)
+    return tf.einsum("btd,dnh->btnh", x, kernel)
+
+  def _attend(self, q_head, k_head, v_head, r_head, biases, seg_mat, mask,
+              training):
+    """The attention core: `q [B, I, N, H]` -> attention vector `[B, I, N, H]`."""
+    r_w_bias, r_r_bias, r_s_bias, seg_embed = biases
+    klen = tf.shape(k_head)[1]
+
+    ac = tf.einsum("bind,bjnd->bnij", q_head + r_w_bias, k_head)
+    if len(r_head.shape) == 3:  # one encoding shared by the batch
+      bd = tf.einsum("bind,jnd->bnij", q_head + r_r_bias, r_head)
+    else:
+      bd = tf.einsum("bind,bjnd->bnij", q_head + r_r_bias, r_head)
+    bd = rel_shift(bd, klen)
+    score = ac + bd
+    if seg_mat is not None:
+      ef = tf.einsum("bind,snd->bnis", q_head + r_s_bias, seg_embed)
+      score += tf.einsum("bijs,bnis->bnij", tf.cast(seg_mat, ef.dtype), ef)
+
+    # Softmax and masking in float32: 1e30 overflows 16-bit floats.
+    score = tf.cast(score, tf.float32) * self.scale
+    if mask is not None:
+      score -= MASK_PENALTY * tf.cast(mask, tf.float32)[:, None]
+    prob = tf.cast(tf.nn.softmax(score, axis=-1), q_head.dtype)
+    prob = self.attn_dropout(prob, training=training)
+    return tf.einsum("bnij,bjnd->bind", prob, v_head)
+
+  def _post_attention(self, residual, attn_vec, training):
+    out = tf.einsum("bind,hnd->bih", attn_vec, self.o_kernel)
+    out = self.output_dropout(out, training=training)
+    return self.layer_norm(out + residual)
+
+  def call(self, h, pos_enc, biases, g=None, mems=None, seg_mat=None,
+           content_mask=None, query_mask=None, target_mapping=None,
+           training=False):
+    """Args:
+      h: content stream `[B, L, D]`.
+      pos_enc: `[R, D]` or `[B, R, D]` relative positional encoding.
+      biases: `(r_w_bias, r_r_bias, r_s_bias, seg_embed)` of this layer,
+        `[N, H]` x3 and `[2, N, H]` (the last two may be None without
+        segments).
+      g: query stream or None.
+      mems: `[B, M, D]` memory or None.
+      seg_mat: `[B, L, K, 2]` one-hot "different segment" or None.
+      content_mask, query_mask: `[B or 1, L, K]`, 1 = may not attend, or None.
+      target_mapping: `[B, P, L]` one-hot rows of the P predictions, or None.
+    """
+    dtype = self.compute_dtype
+    h = tf.cast(h, dtype)
+    biases = tuple(None if b is None else tf.cast(b, dtype) for b in biases)
+    cat = h if mems is None else tf.concat([tf.cast(mems, dtype), h], axis=1)
+    k_head = self._project(cat, self.k_kernel)
+    v_head = self._project(cat, self.v_kernel)
+    r_head = self._project(tf.cast(pos_enc, dtype), self.r_kernel)
+
+    q_head_h = self._project(h, self.q_kernel)
+    vec_h = self._attend(q_head_h, k_head, v_head, r_head, biases, seg_mat,
+                         content_mask, training)
+    h_out = self._post_attention(h, vec_h, training)
+    if g is None:
+      return h_out, None
+
+    g = tf.cast(g, dtype)
+    q_head_g = self._project(g, self.q_kernel)
+    if target_mapping is not None:
+      # Scatter the P query rows to their positions, attend, gather them back.
+      tm = tf.cast(target_mapping, dtype)
+      q_head_g = tf.einsum("bpnd,bpl->blnd", q_head_g, tm)
+      vec_g = self._attend(q_head_g, k_head, v_head, r_head, biases, seg_mat,
+                           query_mask, training)
+      vec_g = tf.einsum("blnd,bpl->bpnd", vec_g, tm)
+    else:
+      vec_g = self._attend(q_head_g, k_head, v_head, r_head, biases, seg_mat,
+                           query_mask, training)
+    g_out = self._post_attention(g, vec_g, training)
+    return h_out, g_out
+
+  def original_weights(self) -> dict:
+    weights = {f"{n}/kernel": getattr(self, f"{n}_kernel")
+               for n in ("q", "k", "v", "r", "o")}
+    weights.update(self.layer_norm.original_weights())
+    return weights
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(
+        d_model=self.d_model, n_head=self.n_head, d_head=self.d_head,
+        dropout=self.dropout_rate, dropatt=self.dropatt_rate,
+        kernel_initializer=keras.initializers.serialize(
+            self.kernel_initializer))
+    return config

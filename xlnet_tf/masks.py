@@ -1,0 +1,111 @@
+"""Attention masks and the segment matrix, batch-major, as pure functions.
+
+Convention (the original's): a mask is float32 and 1.0 means the query may NOT
+attend to the key. Key axes are `K = M + L`: the M memory positions come first
+and are visible to every query.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import tensorflow as tf
+
+
+def causal_mask(qlen, mlen, same_length: bool = False) -> tf.Tensor:
+  """`[I, M + I]` mask for 'uni' attention: query i sees memory and keys <= i.
+
+  With `same_length`, query i additionally loses the keys that lie more than
+  `mlen` positions behind it, so every query sees exactly `mlen + 1` keys.
+
+  Example:
+    >>> causal_mask(3, 1).numpy().astype(int).tolist()
+    [[0, 0, 1, 1], [0, 0, 0, 1], [0, 0, 0, 0]]
+    >>> causal_mask(3, 1, same_length=True).numpy().astype(int).tolist()
+    [[0, 0, 1, 1], [1, 0, 0, 1], [1, 1, 0, 0]]
+  """
+  ones = tf.ones([qlen, qlen], tf.float32)
+  strictly_upper = tf.linalg.band_part(ones, 0, -1) - tf.linalg.band_part(
+      ones, 0, 0)
+  mask = tf.concat([tf.zeros([qlen, mlen], tf.float32), strictly_upper], 1)
+  if same_length:
+    strictly_lower = tf.linalg.band_part(ones, -1, 0) - tf.linalg.band_part(
+        ones, 0, 0)
+    # The original adds the band to the first `qlen` key columns (which start
+    # with the memory), not to the last `qlen`.
+    mask = tf.concat([mask[:, :qlen] + strictly_lower, mask[:, qlen:]], 1)
+  return mask
+
+
+def attention_masks(qlen, mlen, attn_type: str = "bi",
+                    same_length: bool = False,
+                    input_mask: Optional[tf.Tensor] = None,
+                    perm_mask: Optional[tf.Tensor] = None
+                    ) -> Tuple[Optional[tf.Tensor], Optional[tf.Tensor]]:
+  """Masks for the content stream and the query stream.
+
+  Args:
+    qlen, mlen: current and memory lengths.
+    input_mask: `[B, L]` float, 1 = padding (a key nobody may attend to).
+    perm_mask: `[B, L, L]` float, `perm_mask[b, i, j] = 1`: query i may not
+      attend key j (the factorization order).
+
+  Returns:
+    `(content_mask, query_mask)`, each `[B or 1, L, M + L]` float32 or both
+    None when nothing is masked ('bi' without masks). The query stream sees
+    what the data and causal masks allow; the content stream additionally
+    always sees its own position.
+
+  Example:
+    >>> h, g = attention_masks(2, 1, "uni")
+    >>> g.numpy().astype(int).tolist()
+    [[[0, 0, 1], [0, 0, 0]]]
+    >>> h.numpy().astype(int).tolist()
+    [[[0, 0, 1], [0, 0, 0]]]
+    >>> h, g = attention_masks(2, 0, perm_mask=tf.ones([1, 2, 2]))
+    >>> g.numpy().astype(int).tolist(), h.numpy().astype(int).tolist()
+    ([[[1, 1], [1, 1]]], [[[0, 1], [1, 0]]])
+  """
+  mask = None
+  if attn_type == "uni":
+    mask = causal_mask(qlen, mlen, same_length)[None]
+  elif attn_type != "bi":
+    raise ValueError(f"attn_type must be 'bi' or 'uni', got {attn_type!r}")
+
+  data_mask = None
+  if input_mask is not None:
+    data_mask = tf.cast(input_mask, tf.float32)[:, None, :]
+  if perm_mask is not None:
+    perm_mask = tf.cast(perm_mask, tf.float32)
+    data_mask = perm_mask if data_mask is None else data_mask + perm_mask
+  if data_mask is not None:
+    shape = tf.shape(data_mask)
+    memory_visible = tf.zeros([shape[0], shape[1], mlen], tf.float32)
+    data_mask = tf.concat([memory_visible, data_mask], axis=2)
+    mask = data_mask if mask is None else mask + data_mask
+
+  if mask is None:
+    return None, None
+  query_mask = tf.cast(mask > 0, tf.float32)
+  sees_itself = tf.concat([tf.zeros([qlen, mlen], tf.float32),
+                           tf.eye(qlen, dtype=tf.float32)], axis=1)
+  content_mask = tf.cast(query_mask - sees_itself[None] > 0, tf.float32)
+  return content_mask, query_mask
+
+
+def segment_matrix(seg_ids: tf.Tensor, mlen) -> tf.Tensor:
+  """`[B, L] -> [B, L, M + L, 2]` one-hot of "query and key differ in segment".
+
+  Memory positions count as segment 0.
+
+  Example:
+    >>> m = segment_matrix(tf.constant([[0, 1]]), mlen=1)
+    >>> m[..., 1].numpy().astype(int).tolist()
+    [[[0, 0, 1], [1, 1, 0]]]
+  """
+  seg_ids = tf.cast(seg_ids, tf.int32)
+  batch = tf.shape(seg_ids)[0]
+  key_ids = tf.concat([tf.zeros([batch, mlen], tf.int32), seg_ids], axis=1)
+  differ = tf.cast(tf.not_equal(seg_ids[:, :, None], key_ids[:, None, :]),
+                   tf.int32)
+  return tf.one_hot(differ, 2, dtype=tf.float32)

@@ -1,0 +1,66 @@
+"""What every task model shares: an encoder, heads, original-name mapping."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import tf_keras as keras
+
+from xlnet_tf.config import RunOptions, XLNetConfig
+from xlnet_tf.encoder import XLNetModel
+from xlnet_tf.initializers import dtype_policy, get_initializer
+
+
+class TaskModel(keras.Model):
+  """Base of the task models: `self.encoder` plus the heads a subclass adds.
+
+  Subclasses implement `call(features, training)` on a feature dict and list
+  their heads in `self.heads` (layers with `original_weights()`).
+  """
+
+  uses_query_stream = False
+
+  def __init__(self, config: XLNetConfig, options: Optional[RunOptions] = None,
+               **kwargs):
+    super().__init__(**kwargs)
+    self.config = config
+    self.options = options or RunOptions()
+    self.initializer = get_initializer(self.options)
+    self.policy = dtype_policy(self.options)
+    self.encoder = XLNetModel(config, self.options)
+    self.heads = []
+
+  def build(self, input_shape=None):
+    """Creates every weight from the config alone (no sample input needed)."""
+    self.encoder.build(None)
+    for head in self.heads:
+      head.build(None)
+    self.built = True
+
+  def encode(self, features, training=False):
+    return self.encoder(features["input_ids"],
+                        seg_ids=features.get("segment_ids"),
+                        input_mask=features.get("input_mask"),
+                        training=training)["sequence_output"]
+
+  def original_weights(self) -> dict:
+    weights = self.encoder.original_weights()
+    if not self.uses_query_stream:
+      # Fine-tuning never builds the query stream: the original's fine-tuned
+      # checkpoints have no mask_emb, and it is not "missing" from them.
+      weights.pop(f"{XLNetModel.ORIGINAL_SCOPE}/mask_emb/mask_emb")
+    for head in self.heads:
+      weights.update(head.original_weights())
+    return weights
+
+  def _base_config(self) -> dict:
+    return {"config": self.config.to_dict(), "options": self.options.to_dict(),
+            "name": self.name}
+
+  @classmethod
+  def from_config(cls, config):
+    config = dict(config)
+    config["config"] = XLNetConfig.from_dict(config["config"])
+    config["options"] = RunOptions.from_dict(config["options"])
+    return cls(**config)
+

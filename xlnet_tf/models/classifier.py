@@ -1,0 +1,93 @@
+"""Sequence classification and regression (the original's
+`get_classification_loss` / `get_regression_loss`).
+
+Features: `input_ids`, `segment_ids` `[B, L]` int32, `input_mask` `[B, L]`
+float (1 = padding); labels `[B]` (int class or float score).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import tensorflow as tf
+
+from xlnet_tf.config import RunOptions, XLNetConfig
+from xlnet_tf.heads import LogitHead, SequenceSummary
+from xlnet_tf.models.base import TaskModel
+
+
+class XLNetClassifier(TaskModel):
+  """encoder -> SequenceSummary -> `model/classification_<task>/logit`.
+
+  Returns `{"logits": [B, n_class], "probabilities": [B, n_class]}`.
+  """
+
+  def __init__(self, config: XLNetConfig, options: Optional[RunOptions] = None,
+               n_class: int = 2, task_name: str = "task",
+               summary_type: str = "last", use_proj: bool = True, **kwargs):
+    super().__init__(config, options, **kwargs)
+    self.n_class = n_class
+    self.task_name = task_name
+    self.summary_type = summary_type
+    self.use_proj = use_proj
+    self.summary = SequenceSummary(config, summary_type, use_proj,
+                                   self.options)
+    self.logit = LogitHead(
+        n_class, f"model/classification_{task_name.lower()}/logit",
+        config.d_model, kernel_initializer=self.initializer,
+        dtype=self.policy)
+    self.heads = [self.summary, self.logit]
+
+  def call(self, features, training=False):
+    hidden = self.encode(features, training)
+    pooled = self.summary(hidden, input_mask=features.get("input_mask"),
+                          training=training)
+    logits = self.logit(pooled)
+    return {"logits": logits, "probabilities": tf.nn.softmax(logits)}
+
+  def get_config(self):
+    return dict(self._base_config(), n_class=self.n_class,
+                task_name=self.task_name, summary_type=self.summary_type,
+                use_proj=self.use_proj)
+
+
+class XLNetRegressor(TaskModel):
+  """encoder -> SequenceSummary -> `model/regression_<task>/logit` (1 unit).
+
+  Returns `{"score": [B]}`.
+  """
+
+  def __init__(self, config: XLNetConfig, options: Optional[RunOptions] = None,
+               task_name: str = "task", summary_type: str = "last",
+               use_proj: bool = True, **kwargs):
+    super().__init__(config, options, **kwargs)
+    self.task_name = task_name
+    self.summary_type = summary_type
+    self.use_proj = use_proj
+    self.summary = SequenceSummary(config, summary_type, use_proj,
+                                   self.options)
+    self.logit = LogitHead(
+        1, f"model/regression_{task_name.lower()}/logit", config.d_model,
+        squeeze=True, kernel_initializer=self.initializer, dtype=self.policy)
+    self.heads = [self.summary, self.logit]
+
+  def call(self, features, training=False):
+    hidden = self.encode(features, training)
+    pooled = self.summary(hidden, input_mask=features.get("input_mask"),
+                          training=training)
+    return {"score": self.logit(pooled)}
+
+  def get_config(self):
+    return dict(self._base_config(), task_name=self.task_name,
+                summary_type=self.summary_type, use_proj=self.use_proj)
+
+
+def classification_loss(logits, labels):
+  """Per-example `-log softmax(logits)[label]`: `[B, C], [B] -> [B]`."""
+  return tf.nn.sparse_softmax_cross_entropy_with_logits(
+      labels=tf.cast(labels, tf.int32), logits=tf.cast(logits, tf.float32))
+
+
+def regression_loss(score, labels):
+  """Per-example squared error: `[B], [B] -> [B]`."""
+  return tf.square(tf.cast(score, tf.float32) - tf.cast(labels, tf.float32))
