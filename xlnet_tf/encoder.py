@@ -225,6 +225,8 @@ class XLNetModel(keras.layers.Layer):
 
   def original_weights(self) -> dict:
     """Original names (under `model/transformer/`) -> variables."""
+    if not self.built:
+      self.build(None)
     scope = self.ORIGINAL_SCOPE
     weights = {
         f"{scope}/word_embedding/lookup_table": self.word_embedding,

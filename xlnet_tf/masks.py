@@ -51,8 +51,10 @@ def attention_masks(qlen, mlen, attn_type: str = "bi",
       attend key j (the factorization order).
 
   Returns:
-    `(content_mask, query_mask)`, each `[B or 1, L, M + L]` float32 or both
-    None when nothing is masked ('bi' without masks). The query stream sees
+    `(content_mask, query_mask)`, float32, each broadcastable to
+    `[B, L, M + L]` (the query mask is `[B, 1, K]` when only padding is
+    masked, `[1, L, K]` for a bare causal mask), or both None when nothing is
+    masked ('bi' without masks). The query stream sees
     what the data and causal masks allow; the content stream additionally
     always sees its own position.
 

@@ -104,7 +104,8 @@ class RelativeAttention(keras.layers.Layer):
       g: query stream or None.
       mems: `[B, M, D]` memory or None.
       seg_mat: `[B, L, K, 2]` one-hot "different segment" or None.
-      content_mask, query_mask: `[B or 1, L, K]`, 1 = may not attend, or None.
+      content_mask, query_mask: broadcastable to `[B, L, K]`, 1 = may not
+        attend, or None.
       target_mapping: `[B, P, L]` one-hot rows of the P predictions, or None.
     """
     dtype = self.compute_dtype

@@ -44,6 +44,9 @@ class TaskModel(keras.Model):
                         training=training)["sequence_output"]
 
   def original_weights(self) -> dict:
+    """Original names -> variables, heads included (builds if needed)."""
+    if not self.built:
+      self.build(None)
     weights = self.encoder.original_weights()
     if not self.uses_query_stream:
       # Fine-tuning never builds the query stream: the original's fine-tuned
