@@ -6,6 +6,7 @@ import tensorflow as tf
 
 import xlnet_tf as xt
 from xlnet_tf import heads, layers
+from xlnet_tf.building import build_once
 from xlnet_tf.encoder import XLNetBlock
 
 CONFIG = xt.XLNetConfig(n_layer=2, d_model=16, n_head=2, d_head=8, d_inner=32,
@@ -21,7 +22,7 @@ BIASES = tuple(tf.constant(RNG.randn(*s), tf.float32)
 
 
 def _copy_and_compare(original, rebuilt, run):
-  rebuilt.build(None)
+  build_once(rebuilt)
   rebuilt.set_weights(original.get_weights())
   outputs = [[t for t in tf.nest.flatten(run(m)) if t is not None]
              for m in (original, rebuilt)]

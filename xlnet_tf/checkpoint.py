@@ -21,6 +21,8 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from xlnet_tf.building import build_once
+
 
 class CheckpointError(ValueError):
   """A checkpoint cannot be used as asked; the message says which and why."""
@@ -80,12 +82,6 @@ def resolve_checkpoint(path: str) -> str:
   return path
 
 
-def _ensure_built(obj) -> None:
-  """Creates the weights: every layer here builds from its config alone."""
-  if not obj.built:
-    obj.build(None)
-
-
 def is_native_checkpoint(prefix: str) -> bool:
   """True for a checkpoint written by `tf.train.Checkpoint` (object graph)."""
   names = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
@@ -106,7 +102,7 @@ def load_original_checkpoint(obj, path: str, strict: bool = False
   variable with `strict`, or when `path` holds no checkpoint.
   """
   prefix = resolve_checkpoint(path)
-  _ensure_built(obj)
+  build_once(obj)
   targets: Dict[str, tf.Variable] = obj.original_weights()
   try:
     reader = tf.train.load_checkpoint(prefix)
@@ -157,7 +153,7 @@ def save_original_checkpoint(obj, path: str,
   the directory's `checkpoint` state file points at the new prefix. `extra`
   adds further named tensors (e.g. `global_step`). Returns the prefix.
   """
-  _ensure_built(obj)
+  build_once(obj)
   tensors = {name: tf.convert_to_tensor(var)
              for name, var in obj.original_weights().items()}
   for name, value in (extra or {}).items():
@@ -181,7 +177,7 @@ def save_original_checkpoint(obj, path: str,
 
 def save_native_checkpoint(obj, path: str) -> str:
   """A TF2 object-based checkpoint of `obj` (what training resumes from)."""
-  _ensure_built(obj)
+  build_once(obj)
   return tf.train.Checkpoint(model=obj).write(path)
 
 
@@ -189,7 +185,7 @@ def load_native_checkpoint(obj, path: str) -> None:
   """Restores a checkpoint written by `save_native_checkpoint` (or by this
   project's training loop, which also stores the model as `model`)."""
   prefix = resolve_checkpoint(path)
-  _ensure_built(obj)
+  build_once(obj)
   status = tf.train.Checkpoint(model=obj).read(prefix)
   try:
     status.assert_existing_objects_matched()

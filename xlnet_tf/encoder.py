@@ -25,6 +25,7 @@ from typing import List, Optional
 import tensorflow as tf
 import tf_keras as keras
 
+from xlnet_tf.building import build_once
 from xlnet_tf.config import RunOptions, XLNetConfig
 from xlnet_tf.initializers import dtype_policy, fresh, get_initializer
 from xlnet_tf.layers import PositionwiseFFN, RelativeAttention
@@ -74,8 +75,7 @@ class XLNetBlock(keras.layers.Layer):
         name="ff", dtype=self.dtype_policy)
 
   def build(self, input_shape=None):
-    self.rel_attn.build(None)
-    self.ff.build(None)
+    build_once(self.rel_attn, self.ff)
     super().build(input_shape)
 
   def call(self, h, pos_enc, biases, g=None, mems=None, seg_mat=None,
@@ -155,8 +155,7 @@ class XLNetModel(keras.layers.Layer):
     self.seg_embed = self.add_weight(
         "seg_embed", shape=[cfg.n_layer, 2, cfg.n_head, cfg.d_head],
         initializer=fresh(self.initializer))
-    for block in self.blocks:
-      block.build(None)
+    build_once(*self.blocks)
     super().build(input_shape)
 
   @property
@@ -225,8 +224,7 @@ class XLNetModel(keras.layers.Layer):
 
   def original_weights(self) -> dict:
     """Original names (under `model/transformer/`) -> variables."""
-    if not self.built:
-      self.build(None)
+    build_once(self)
     scope = self.ORIGINAL_SCOPE
     weights = {
         f"{scope}/word_embedding/lookup_table": self.word_embedding,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import tensorflow as tf
 import tf_keras as keras
 
+from xlnet_tf.building import build_once
 from xlnet_tf.initializers import fresh
 from xlnet_tf.layers.layer_norm import LayerNorm
 from xlnet_tf.layers.relative_attention import MASK_PENALTY
@@ -65,7 +66,7 @@ class SquadHead(keras.layers.Layer):
     d = self.d_model
     self.start_dense.build([None, d])
     self.end_dense_0.build([None, 2 * d])
-    self.end_layer_norm.build(None)
+    build_once(self.end_layer_norm)
     self.end_dense_1.build([None, d])
     self.cls_dense_0.build([None, 2 * d])
     self.cls_dense_1.build([None, d])

@@ -8,6 +8,7 @@ from typing import Optional
 import tensorflow as tf
 import tf_keras as keras
 
+from xlnet_tf.building import build_once
 from xlnet_tf.config import RunOptions, XLNetConfig
 from xlnet_tf.initializers import dtype_policy, fresh, get_initializer
 from xlnet_tf.layers import AbsoluteAttention
@@ -71,7 +72,7 @@ class SequenceSummary(keras.layers.Layer):
       self.summary_bias = self.add_weight(
           "summary_bias", shape=[self.config.d_model],
           initializer=fresh(self.initializer))
-      self.attention.build(None)
+      build_once(self.attention)
     if self.projection is not None:
       self.projection.build([None, self.config.d_model])
     super().build(input_shape)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import tensorflow as tf
 import tf_keras as keras
 
+from xlnet_tf.building import build_once
 from xlnet_tf.initializers import fresh
 from xlnet_tf.layers.layer_norm import LayerNorm
 from xlnet_tf.layers.relative_attention import MASK_PENALTY
@@ -40,7 +41,7 @@ class AbsoluteAttention(keras.layers.Layer):
     for name in ("q", "k", "v", "o"):
       setattr(self, f"{name}_kernel", self.add_weight(
           f"{name}/kernel", shape=shape, initializer=fresh(self.kernel_initializer)))
-    self.layer_norm.build(None)
+    build_once(self.layer_norm)
     super().build(input_shape)
 
   def call(self, q, k, v, mask=None, training=False):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import tf_keras as keras
 
+from xlnet_tf.building import build_once
 from xlnet_tf.initializers import fresh, get_activation
 from xlnet_tf.layers.layer_norm import LayerNorm
 
@@ -35,7 +36,7 @@ class PositionwiseFFN(keras.layers.Layer):
   def build(self, input_shape=None):
     self.layer_1.build([None, self.d_model])
     self.layer_2.build([None, self.d_inner])
-    self.layer_norm.build(None)
+    build_once(self.layer_norm)
     super().build(input_shape)
 
   def call(self, x, training=False):

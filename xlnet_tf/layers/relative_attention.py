@@ -15,6 +15,7 @@ from __future__ import annotations
 import tensorflow as tf
 import tf_keras as keras
 
+from xlnet_tf.building import build_once
 from xlnet_tf.initializers import fresh
 from xlnet_tf.layers.layer_norm import LayerNorm
 from xlnet_tf.positions import rel_shift
@@ -53,7 +54,7 @@ class RelativeAttention(keras.layers.Layer):
     for name in ("q", "k", "v", "r", "o"):
       setattr(self, f"{name}_kernel", self.add_weight(
           f"{name}/kernel", shape=shape, initializer=fresh(self.kernel_initializer)))
-    self.layer_norm.build(None)
+    build_once(self.layer_norm)
     super().build(input_shape)
 
   def _project(self, x, kernel):

@@ -6,6 +6,7 @@ from typing import Optional
 
 import tf_keras as keras
 
+from xlnet_tf.building import build_once
 from xlnet_tf.config import RunOptions, XLNetConfig
 from xlnet_tf.encoder import XLNetModel
 from xlnet_tf.initializers import dtype_policy, get_initializer
@@ -32,9 +33,7 @@ class TaskModel(keras.Model):
 
   def build(self, input_shape=None):
     """Creates every weight from the config alone (no sample input needed)."""
-    self.encoder.build(None)
-    for head in self.heads:
-      head.build(None)
+    build_once(self.encoder, *self.heads)
     self.built = True
 
   def encode(self, features, training=False):
@@ -45,8 +44,7 @@ class TaskModel(keras.Model):
 
   def original_weights(self) -> dict:
     """Original names -> variables, heads included (builds if needed)."""
-    if not self.built:
-      self.build(None)
+    build_once(self)
     weights = self.encoder.original_weights()
     if not self.uses_query_stream:
       # Fine-tuning never builds the query stream: the original's fine-tuned
