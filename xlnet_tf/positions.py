@@ -81,6 +81,10 @@ def relative_positional_encoding(qlen, klen, d_model: int, attn_type: str,
   bwd = sinusoid_encoding(
       relative_distances(qlen, klen, attn_type, clamp_len, backward=True),
       d_model)
+  static = tf.get_static_value(batch_size)
+  if static is not None and static % 2:
+    raise ValueError(f"bi_data needs an even batch (forward and backward "
+                     f"halves), got batch size {static}")
   half = batch_size // 2
   return tf.concat([tf.tile(fwd[None], [half, 1, 1]),
                     tf.tile(bwd[None], [half, 1, 1])], axis=0)
