@@ -110,3 +110,14 @@ def test_segment_matrix_memory_is_segment_zero():
   differ = mat[0, :, :, 1].astype(int).tolist()
   assert differ == [[1, 1, 0, 0, 1], [1, 1, 0, 0, 1], [0, 0, 1, 1, 0]]
   np.testing.assert_array_equal(mat.sum(-1), 1)
+
+
+def test_absolute_attention_residual_is_the_value_input():
+  from xlnet_tf.layers import AbsoluteAttention
+  layer = AbsoluteAttention(4, 2, 2, residual=True)
+  layer.build(None)
+  layer.o_kernel.assign(tf.zeros_like(layer.o_kernel))
+  v = tf.constant([[[1.0, 2.0, 3.0, 4.0]]])
+  out = layer(tf.zeros([1, 1, 4]), v, v).numpy()
+  np.testing.assert_allclose(out[0, 0], (v[0, 0] - 2.5) / np.sqrt(1.25),
+                             rtol=1e-5)

@@ -16,8 +16,8 @@ class AbsoluteAttention(keras.layers.Layer):
   """`q [B, I, D]` attends `k, v [B, J, D]` -> `[B, I, D]`.
 
   `mask` is `[B, J]` float, 1 = key is padding. The output is
-  `LN(o(attn) + q)` with `residual=True`, `LN(o(attn))` without (the summary
-  uses the latter).
+  `LN(o(attn) + v)` with `residual=True` (the original adds the VALUE input,
+  so it needs I == J), `LN(o(attn))` without (what the summary uses).
   """
 
   def __init__(self, d_model: int, n_head: int, d_head: int,
@@ -60,7 +60,7 @@ class AbsoluteAttention(keras.layers.Layer):
     out = tf.einsum("binh,dnh->bid", attn_vec, self.o_kernel)
     out = self.output_dropout(out, training=training)
     if self.residual:
-      out = out + q
+      out = out + v
     return self.layer_norm(out)
 
   def original_weights(self) -> dict:
