@@ -122,19 +122,21 @@ def test_squad_training_path(golden):
     masked = want < -1e29
     np.testing.assert_array_equal(got < -1e29, masked, err_msg=key)
     assert_close(got[~masked], want[~masked], name=key)
-  # The original's loss, recomputed by hand from the golden log-probs.
-  end_positions = np.array([p + 1 for p in case["start_positions"]])
+  # The original's loss, recomputed by hand from the golden log-probs, with
+  # end positions at each row's most likely (so unmasked) end.
+  end_positions = case["train_end_log_probs"].argmax(axis=1)
   is_impossible = np.array([0.0, 1.0, 0.0, 1.0], np.float32)
   rows = np.arange(4)
-  logits = case["train_cls_logits"]
+  logits = case["train_cls_logits"].astype(np.float64)
   bce = np.maximum(logits, 0) - logits * is_impossible + np.log1p(
       np.exp(-np.abs(logits)))
-  expected = 0.5 * (-case["train_start_log_probs"][
-      rows, case["start_positions"]].mean() - case["train_end_log_probs"][
-          rows, end_positions].mean()) + 0.5 * bce.mean()
+  expected = 0.5 * (
+      -case["train_start_log_probs"][rows, case["start_positions"]].mean()
+      - case["train_end_log_probs"][rows, end_positions].mean()
+  ) + 0.5 * bce.mean()
+  assert np.isfinite(expected) and expected < 1e3
   got = squad_loss(out, case["start_positions"], end_positions, is_impossible)
-  if np.isfinite(expected):
-    assert_close(got, expected)
+  assert_close(got, expected)
 
 
 def test_race(golden):
