@@ -11,6 +11,9 @@ from typing import Optional, Tuple
 
 import tensorflow as tf
 
+# Subtracted from masked scores, as the original; only safe in float32.
+MASK_PENALTY = 1e30
+
 
 def causal_mask(qlen, mlen, same_length: bool = False) -> tf.Tensor:
   """`[I, M + I]` mask for 'uni' attention: query i sees memory and keys <= i.
@@ -111,3 +114,20 @@ def segment_matrix(seg_ids: tf.Tensor, mlen) -> tf.Tensor:
   differ = tf.cast(tf.not_equal(seg_ids[:, :, None], key_ids[:, None, :]),
                    tf.int32)
   return tf.one_hot(differ, 2, dtype=tf.float32)
+
+
+def masked_softmax(score: tf.Tensor, scale: float,
+                   mask: Optional[tf.Tensor] = None) -> tf.Tensor:
+  """`softmax(score * scale - 1e30 * mask)` over the last axis, in float32
+  (1e30 overflows 16-bit floats); `mask` broadcasts against `score`.
+
+  Example:
+    >>> p = masked_softmax(tf.constant([[1.0, 1.0, 5.0]]), 1.0,
+    ...                    tf.constant([[0.0, 0.0, 1.0]]))
+    >>> p.numpy().tolist()
+    [[0.5, 0.5, 0.0]]
+  """
+  score = tf.cast(score, tf.float32) * scale
+  if mask is not None:
+    score -= MASK_PENALTY * tf.cast(mask, tf.float32)
+  return tf.nn.softmax(score, axis=-1)

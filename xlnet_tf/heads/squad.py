@@ -14,7 +14,7 @@ import tf_keras as keras
 from xlnet_tf.building import build_once
 from xlnet_tf.initializers import fresh
 from xlnet_tf.layers.layer_norm import LayerNorm
-from xlnet_tf.layers.relative_attention import MASK_PENALTY
+from xlnet_tf.masks import MASK_PENALTY
 
 
 def _masked(logits, p_mask):

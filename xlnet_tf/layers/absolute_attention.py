@@ -4,15 +4,12 @@
 from __future__ import annotations
 
 import tensorflow as tf
-import tf_keras as keras
 
-from xlnet_tf.building import build_once
-from xlnet_tf.initializers import fresh
-from xlnet_tf.layers.layer_norm import LayerNorm
-from xlnet_tf.layers.relative_attention import MASK_PENALTY
+from xlnet_tf.layers.multi_head import MultiHeadBase
+from xlnet_tf.masks import masked_softmax
 
 
-class AbsoluteAttention(keras.layers.Layer):
+class AbsoluteAttention(MultiHeadBase):
   """`q [B, I, D]` attends `k, v [B, J, D]` -> `[B, I, D]`.
 
   `mask` is `[B, J]` float, 1 = key is padding. The output is
@@ -20,29 +17,11 @@ class AbsoluteAttention(keras.layers.Layer):
   so it needs I == J), `LN(o(attn))` without (what the summary uses).
   """
 
-  def __init__(self, d_model: int, n_head: int, d_head: int,
-               dropout: float = 0.0, dropatt: float = 0.0, residual=True,
-               kernel_initializer="glorot_uniform", **kwargs):
-    super().__init__(**kwargs)
-    self.d_model = d_model
-    self.n_head = n_head
-    self.d_head = d_head
-    self.dropout_rate = dropout
-    self.dropatt_rate = dropatt
-    self.residual = residual
-    self.kernel_initializer = keras.initializers.get(kernel_initializer)
-    self.attn_dropout = keras.layers.Dropout(dropatt, dtype=self.dtype_policy)
-    self.output_dropout = keras.layers.Dropout(dropout,
-                                               dtype=self.dtype_policy)
-    self.layer_norm = LayerNorm(d_model, dtype=self.dtype_policy)
+  KERNELS = ("q", "k", "v", "o")
 
-  def build(self, input_shape=None):
-    shape = [self.d_model, self.n_head, self.d_head]
-    for name in ("q", "k", "v", "o"):
-      setattr(self, f"{name}_kernel", self.add_weight(
-          f"{name}/kernel", shape=shape, initializer=fresh(self.kernel_initializer)))
-    build_once(self.layer_norm)
-    super().build(input_shape)
+  def __init__(self, *args, residual: bool = True, **kwargs):
+    super().__init__(*args, **kwargs)
+    self.residual = residual
 
   def call(self, q, k, v, mask=None, training=False):
     dtype = self.compute_dtype
@@ -51,11 +30,9 @@ class AbsoluteAttention(keras.layers.Layer):
     k_head = tf.einsum("bjd,dnh->bjnh", k, self.k_kernel)
     v_head = tf.einsum("bjd,dnh->bjnh", v, self.v_kernel)
     score = tf.einsum("binh,bjnh->bnij", q_head, k_head)
-    score = tf.cast(score, tf.float32) * (1.0 / (self.d_head ** 0.5))
-    if mask is not None:
-      score -= MASK_PENALTY * tf.cast(mask, tf.float32)[:, None, None, :]
-    prob = tf.cast(tf.nn.softmax(score, axis=-1), dtype)
-    prob = self.attn_dropout(prob, training=training)
+    prob = masked_softmax(score, self.scale,
+                          None if mask is None else mask[:, None, None, :])
+    prob = self.attn_dropout(tf.cast(prob, dtype), training=training)
     attn_vec = tf.einsum("bnij,bjnh->binh", prob, v_head)
     out = tf.einsum("binh,dnh->bid", attn_vec, self.o_kernel)
     out = self.output_dropout(out, training=training)
@@ -63,18 +40,7 @@ class AbsoluteAttention(keras.layers.Layer):
       out = out + v
     return self.layer_norm(out)
 
-  def original_weights(self) -> dict:
-    weights = {f"{n}/kernel": getattr(self, f"{n}_kernel")
-               for n in ("q", "k", "v", "o")}
-    weights.update(self.layer_norm.original_weights())
-    return weights
-
   def get_config(self):
     config = super().get_config()
-    config.update(
-        d_model=self.d_model, n_head=self.n_head, d_head=self.d_head,
-        dropout=self.dropout_rate, dropatt=self.dropatt_rate,
-        residual=self.residual,
-        kernel_initializer=keras.initializers.serialize(
-            self.kernel_initializer))
+    config["residual"] = self.residual
     return config

@@ -13,17 +13,13 @@ D model size. Scores are laid out `[B, N, I, J]` (query i, key j).
 from __future__ import annotations
 
 import tensorflow as tf
-import tf_keras as keras
 
-from xlnet_tf.building import build_once
-from xlnet_tf.initializers import fresh
-from xlnet_tf.layers.layer_norm import LayerNorm
+from xlnet_tf.layers.multi_head import MultiHeadBase
+from xlnet_tf.masks import masked_softmax
 from xlnet_tf.positions import rel_shift
 
-MASK_PENALTY = 1e30
 
-
-class RelativeAttention(keras.layers.Layer):
+class RelativeAttention(MultiHeadBase):
   """One attention sub-layer (scope `rel_attn`): projections q, k, v, r, o of
   shape `[D, N, H]`, then residual and LayerNorm.
 
@@ -33,29 +29,7 @@ class RelativeAttention(keras.layers.Layer):
   Returns `(h_out, g_out)`, `g_out` None for one stream.
   """
 
-  def __init__(self, d_model: int, n_head: int, d_head: int,
-               dropout: float = 0.0, dropatt: float = 0.0,
-               kernel_initializer="glorot_uniform", **kwargs):
-    super().__init__(**kwargs)
-    self.d_model = d_model
-    self.n_head = n_head
-    self.d_head = d_head
-    self.dropout_rate = dropout
-    self.dropatt_rate = dropatt
-    self.kernel_initializer = keras.initializers.get(kernel_initializer)
-    self.scale = 1.0 / (d_head ** 0.5)
-    self.attn_dropout = keras.layers.Dropout(dropatt, dtype=self.dtype_policy)
-    self.output_dropout = keras.layers.Dropout(dropout,
-                                               dtype=self.dtype_policy)
-    self.layer_norm = LayerNorm(d_model, dtype=self.dtype_policy)
-
-  def build(self, input_shape=None):
-    shape = [self.d_model, self.n_head, self.d_head]
-    for name in ("q", "k", "v", "r", "o"):
-      setattr(self, f"{name}_kernel", self.add_weight(
-          f"{name}/kernel", shape=shape, initializer=fresh(self.kernel_initializer)))
-    build_once(self.layer_norm)
-    super().build(input_shape)
+  KERNELS = ("q", "k", "v", "r", "o")
 
   def _project(self, x, kernel):
     """`[B, T, D] -> [B, T, N, H]` (or `[T, D] -> [T, N, H]`)."""
@@ -80,12 +54,9 @@ class RelativeAttention(keras.layers.Layer):
       ef = tf.einsum("bind,snd->bnis", q_head + r_s_bias, seg_embed)
       score += tf.einsum("bijs,bnis->bnij", tf.cast(seg_mat, ef.dtype), ef)
 
-    # Softmax and masking in float32: 1e30 overflows 16-bit floats.
-    score = tf.cast(score, tf.float32) * self.scale
-    if mask is not None:
-      score -= MASK_PENALTY * tf.cast(mask, tf.float32)[:, None]
-    prob = tf.cast(tf.nn.softmax(score, axis=-1), q_head.dtype)
-    prob = self.attn_dropout(prob, training=training)
+    prob = masked_softmax(score, self.scale,
+                          None if mask is None else mask[:, None])
+    prob = self.attn_dropout(tf.cast(prob, q_head.dtype), training=training)
     return tf.einsum("bnij,bjnd->bind", prob, v_head)
 
   def _post_attention(self, residual, attn_vec, training):
@@ -138,18 +109,3 @@ class RelativeAttention(keras.layers.Layer):
                            query_mask, training)
     g_out = self._post_attention(g, vec_g, training)
     return h_out, g_out
-
-  def original_weights(self) -> dict:
-    weights = {f"{n}/kernel": getattr(self, f"{n}_kernel")
-               for n in ("q", "k", "v", "r", "o")}
-    weights.update(self.layer_norm.original_weights())
-    return weights
-
-  def get_config(self):
-    config = super().get_config()
-    config.update(
-        d_model=self.d_model, n_head=self.n_head, d_head=self.d_head,
-        dropout=self.dropout_rate, dropatt=self.dropatt_rate,
-        kernel_initializer=keras.initializers.serialize(
-            self.kernel_initializer))
-    return config

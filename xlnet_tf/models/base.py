@@ -9,6 +9,7 @@ import tf_keras as keras
 from xlnet_tf.building import build_once
 from xlnet_tf.config import RunOptions, XLNetConfig
 from xlnet_tf.encoder import XLNetModel
+from xlnet_tf.heads import LogitHead, SequenceSummary
 from xlnet_tf.initializers import dtype_policy, get_initializer
 
 
@@ -65,3 +66,31 @@ class TaskModel(keras.Model):
     config["options"] = RunOptions.from_dict(config["options"])
     return cls(**config)
 
+
+
+class PooledTaskModel(TaskModel):
+  """encoder -> `SequenceSummary` -> a `LogitHead` the subclass makes."""
+
+  def __init__(self, config: XLNetConfig, options: Optional[RunOptions] = None,
+               summary_type: str = "last", use_proj: bool = True, **kwargs):
+    super().__init__(config, options, **kwargs)
+    self.summary_type = summary_type
+    self.use_proj = use_proj
+    self.summary = SequenceSummary(config, summary_type, use_proj,
+                                   self.options)
+
+  def logit_head(self, units: int, scope: str, squeeze: bool) -> LogitHead:
+    head = LogitHead(units, scope, self.config.d_model, squeeze=squeeze,
+                     kernel_initializer=self.initializer, dtype=self.policy)
+    self.heads = [self.summary, head]
+    return head
+
+  def pool(self, features, training=False):
+    """`[B, D]` summary of the encoded features."""
+    hidden = self.encode(features, training)
+    return self.summary(hidden, input_mask=features.get("input_mask"),
+                        training=training)
+
+  def _base_config(self) -> dict:
+    return dict(super()._base_config(), summary_type=self.summary_type,
+                use_proj=self.use_proj)

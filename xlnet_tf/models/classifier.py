@@ -12,74 +12,50 @@ from typing import Optional
 import tensorflow as tf
 
 from xlnet_tf.config import RunOptions, XLNetConfig
-from xlnet_tf.heads import LogitHead, SequenceSummary
-from xlnet_tf.models.base import TaskModel
+from xlnet_tf.models.base import PooledTaskModel
 
 
-class XLNetClassifier(TaskModel):
+class XLNetClassifier(PooledTaskModel):
   """encoder -> SequenceSummary -> `model/classification_<task>/logit`.
 
   Returns `{"logits": [B, n_class], "probabilities": [B, n_class]}`.
   """
 
   def __init__(self, config: XLNetConfig, options: Optional[RunOptions] = None,
-               n_class: int = 2, task_name: str = "task",
-               summary_type: str = "last", use_proj: bool = True, **kwargs):
+               n_class: int = 2, task_name: str = "task", **kwargs):
     super().__init__(config, options, **kwargs)
     self.n_class = n_class
     self.task_name = task_name
-    self.summary_type = summary_type
-    self.use_proj = use_proj
-    self.summary = SequenceSummary(config, summary_type, use_proj,
-                                   self.options)
-    self.logit = LogitHead(
-        n_class, f"model/classification_{task_name.lower()}/logit",
-        config.d_model, kernel_initializer=self.initializer,
-        dtype=self.policy)
-    self.heads = [self.summary, self.logit]
+    self.logit = self.logit_head(
+        n_class, f"model/classification_{task_name.lower()}/logit", False)
 
   def call(self, features, training=False):
-    hidden = self.encode(features, training)
-    pooled = self.summary(hidden, input_mask=features.get("input_mask"),
-                          training=training)
-    logits = self.logit(pooled)
+    logits = self.logit(self.pool(features, training))
     return {"logits": logits, "probabilities": tf.nn.softmax(logits)}
 
   def get_config(self):
     return dict(self._base_config(), n_class=self.n_class,
-                task_name=self.task_name, summary_type=self.summary_type,
-                use_proj=self.use_proj)
+                task_name=self.task_name)
 
 
-class XLNetRegressor(TaskModel):
+class XLNetRegressor(PooledTaskModel):
   """encoder -> SequenceSummary -> `model/regression_<task>/logit` (1 unit).
 
   Returns `{"score": [B]}`.
   """
 
   def __init__(self, config: XLNetConfig, options: Optional[RunOptions] = None,
-               task_name: str = "task", summary_type: str = "last",
-               use_proj: bool = True, **kwargs):
+               task_name: str = "task", **kwargs):
     super().__init__(config, options, **kwargs)
     self.task_name = task_name
-    self.summary_type = summary_type
-    self.use_proj = use_proj
-    self.summary = SequenceSummary(config, summary_type, use_proj,
-                                   self.options)
-    self.logit = LogitHead(
-        1, f"model/regression_{task_name.lower()}/logit", config.d_model,
-        squeeze=True, kernel_initializer=self.initializer, dtype=self.policy)
-    self.heads = [self.summary, self.logit]
+    self.logit = self.logit_head(
+        1, f"model/regression_{task_name.lower()}/logit", True)
 
   def call(self, features, training=False):
-    hidden = self.encode(features, training)
-    pooled = self.summary(hidden, input_mask=features.get("input_mask"),
-                          training=training)
-    return {"score": self.logit(pooled)}
+    return {"score": self.logit(self.pool(features, training))}
 
   def get_config(self):
-    return dict(self._base_config(), task_name=self.task_name,
-                summary_type=self.summary_type, use_proj=self.use_proj)
+    return dict(self._base_config(), task_name=self.task_name)
 
 
 def classification_loss(logits, labels):

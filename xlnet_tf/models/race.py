@@ -12,8 +12,7 @@ from typing import Optional
 import tensorflow as tf
 
 from xlnet_tf.config import RunOptions, XLNetConfig
-from xlnet_tf.heads import LogitHead, SequenceSummary
-from xlnet_tf.models.base import TaskModel
+from xlnet_tf.models.base import PooledTaskModel
 
 
 def choice_rows(x, n_choice: int):
@@ -28,35 +27,24 @@ def choice_rows(x, n_choice: int):
   return tf.reshape(x, [-1, tf.shape(x)[-1]])
 
 
-class XLNetForMultipleChoice(TaskModel):
+class XLNetForMultipleChoice(PooledTaskModel):
   """encoder -> SequenceSummary -> `logits/dense` (1 unit) per choice.
 
   Returns `{"logits": [B, C], "probabilities": [B, C]}`.
   """
 
   def __init__(self, config: XLNetConfig, options: Optional[RunOptions] = None,
-               n_choice: int = 4, summary_type: str = "last",
-               use_proj: bool = True, **kwargs):
+               n_choice: int = 4, **kwargs):
     super().__init__(config, options, **kwargs)
     self.n_choice = n_choice
-    self.summary_type = summary_type
-    self.use_proj = use_proj
-    self.summary = SequenceSummary(config, summary_type, use_proj,
-                                   self.options)
-    self.logit = LogitHead(1, "logits/dense", config.d_model, squeeze=True,
-                           kernel_initializer=self.initializer,
-                           dtype=self.policy)
-    self.heads = [self.summary, self.logit]
+    self.logit = self.logit_head(1, "logits/dense", True)
 
   def call(self, features, training=False):
-    flat = {k: choice_rows(features[k], self.n_choice)
+    rows = {k: choice_rows(features[k], self.n_choice)
             for k in ("input_ids", "segment_ids", "input_mask")}
-    hidden = self.encode(flat, training)
-    pooled = self.summary(hidden, input_mask=flat["input_mask"],
-                          training=training)
-    logits = tf.reshape(self.logit(pooled), [-1, self.n_choice])
+    logits = tf.reshape(self.logit(self.pool(rows, training)),
+                        [-1, self.n_choice])
     return {"logits": logits, "probabilities": tf.nn.softmax(logits)}
 
   def get_config(self):
-    return dict(self._base_config(), n_choice=self.n_choice,
-                summary_type=self.summary_type, use_proj=self.use_proj)
+    return dict(self._base_config(), n_choice=self.n_choice)
