@@ -33,6 +33,8 @@ def _copy_and_compare(original, rebuilt, run):
 
 CASES = [
     (lambda: layers.LayerNorm(16), lambda l: l(HIDDEN)),
+    (lambda: layers.RelativePositionEncoding(16, "uni", 3, bi_data=True),
+     lambda l: l(5, 7, 2)),
     (lambda: layers.PositionwiseFFN(16, 32, "gelu", 0.1),
      lambda l: l(HIDDEN)),
     (lambda: layers.AbsoluteAttention(16, 2, 8, residual=False),

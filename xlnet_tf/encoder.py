@@ -28,9 +28,9 @@ import tf_keras as keras
 from xlnet_tf.building import build_once
 from xlnet_tf.config import RunOptions, XLNetConfig
 from xlnet_tf.initializers import dtype_policy, fresh, get_initializer
-from xlnet_tf.layers import PositionwiseFFN, RelativeAttention
+from xlnet_tf.layers import (PositionwiseFFN, RelativeAttention,
+                             RelativePositionEncoding)
 from xlnet_tf.masks import attention_masks, segment_matrix
-from xlnet_tf.positions import relative_positional_encoding
 
 
 def cache_memory(layer_input: tf.Tensor, prev_mem: Optional[tf.Tensor],
@@ -132,6 +132,8 @@ class XLNetModel(keras.layers.Layer):
                    dtype=self.dtype_policy)
         for i in range(config.n_layer)
     ]
+    self.position_encoding = RelativePositionEncoding(
+        config.d_model, options.attn_type, options.clamp_len, options.bi_data)
     self.dropout = keras.layers.Dropout(options.dropout,
                                         dtype=self.dtype_policy)
 
@@ -200,9 +202,7 @@ class XLNetModel(keras.layers.Layer):
 
     seg_mat = None if seg_ids is None else segment_matrix(seg_ids, mlen)
 
-    pos_enc = relative_positional_encoding(
-        qlen, klen, self.config.d_model, opts.attn_type, opts.clamp_len,
-        opts.bi_data, batch)
+    pos_enc = self.position_encoding(qlen, klen, batch)
     if training and opts.dropout > 0 and len(pos_enc.shape) == 2:
       # The original drops out a per-example copy of the encoding.
       pos_enc = tf.tile(pos_enc[None], [batch, 1, 1])
