@@ -1,0 +1,299 @@
+"""Builds pretraining TFRecords with precomputed permutations.
+
+    python -m data_utils.create_pretrain_data \
+        --input_glob='corpus/*.txt' --sp_path=spiece.model --save_dir=proc \
+        --bsz_per_host=32 --seq_len=512 --reuse_len=256 --num_predict=85 \
+        --perm_size=256 --bi_data --num_passes=2
+
+Input: text files, one sentence or paragraph per line, an empty line between
+documents (`<eop>` may end a paragraph); or, without `--from_raw_text`, lines
+of space-separated token ids. Output, under `save_dir/tfrecords/`: one
+TFRecord file per (split, task, pass) and beside it a record-info JSON with
+its record and batch counts and every setting that shaped it; readers check
+those settings against their own flags. Files appear atomically (temp file,
+then rename); a re-run skips what is already built with the same settings.
+The record schema is documented in `data_utils/pretrain_data.py`.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import sys
+import tempfile
+from typing import List, Optional, Sequence
+
+import numpy as np
+
+from data_utils import pretrain_data
+from data_utils.pretrain_data import DataError, PretrainDataConfig
+from data_utils.progress import Progress
+from data_utils.tokenization import SentencePieceTokenizer, TokenizerError
+
+RECORD_FORMAT = "xlnet-tf/pretrain/v1"
+
+
+def format_name(prefix: str, cfg: PretrainDataConfig, suffix: str) -> str:
+  """File name carrying the settings, like the original's `format_filename`
+  (plus the permutation size and the n-gram counting mode).
+
+  Example:
+    >>> format_name("train-0-0", PretrainDataConfig(), "tfrecords")
+    'train-0-0.bsz-32.seqlen-512.reuse-256.bi.alpha-6.beta-1.fnp-85.perm-256.tfrecords'
+  """
+  parts = [prefix, f"bsz-{cfg.bsz_per_host}", f"seqlen-{cfg.seq_len}",
+           f"reuse-{cfg.reuse_len}"]
+  if cfg.uncased:
+    parts.append("uncased")
+  parts += ["bi" if cfg.bi_data else "uni", f"alpha-{cfg.mask_alpha}",
+            f"beta-{cfg.mask_beta}", f"fnp-{cfg.num_predict}",
+            f"perm-{cfg.perm_size}"]
+  if cfg.original_ngram_count:
+    parts.append("piececount")
+  return ".".join(parts + [suffix])
+
+
+def record_info_path(tfrecord_dir: str, split: str, task: int, pass_id: int,
+                     cfg: PretrainDataConfig) -> str:
+  return os.path.join(tfrecord_dir, format_name(
+      f"record_info-{split}-{task}-{pass_id}", cfg, "json"))
+
+
+def _read_shard(path: str, tokenizer: Optional[SentencePieceTokenizer],
+                use_eod: bool, progress: Progress):
+  """`(ids, sent_ids)` of one input file."""
+  def encode(line: str) -> List[int]:
+    if tokenizer is not None:
+      return tokenizer.encode_ids(line)
+    try:
+      return [int(tok) for tok in line.split()]
+    except ValueError:
+      raise DataError(f"{path}:{progress.done + 1}: not a line of token ids "
+                      f"(run with --from_raw_text for text): "
+                      f"{line[:60]!r}") from None
+
+  def lines():
+    try:
+      with open(path, encoding="utf-8") as f:
+        for line in f:
+          progress.update()
+          yield line
+    except UnicodeDecodeError as e:
+      raise DataError(f"{path}: not UTF-8 text (byte offset {e.start} of "
+                      f"a line after line {progress.done})") from None
+
+  return pretrain_data.lines_to_ids(lines(), encode, use_eod)
+
+
+def _serialize(example: dict) -> bytes:
+  import tensorflow as tf
+  feature = {}
+  for key, value in example.items():
+    if value.dtype.kind == "f":
+      feature[key] = tf.train.Feature(
+          float_list=tf.train.FloatList(value=value.tolist()))
+    else:
+      feature[key] = tf.train.Feature(
+          int64_list=tf.train.Int64List(value=value.tolist()))
+  return tf.train.Example(
+      features=tf.train.Features(feature=feature)).SerializeToString()
+
+
+def _atomic_json(path: str, data: dict) -> None:
+  fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
+  with os.fdopen(fd, "w") as f:
+    json.dump(data, f, indent=2, sort_keys=True)
+    f.write("\n")
+  os.chmod(tmp, 0o644)
+  os.replace(tmp, path)
+
+
+def build_pass(data: np.ndarray, sent_ids: np.ndarray,
+               cfg: PretrainDataConfig, is_start: np.ndarray,
+               tfrecord_dir: str, split: str, task: int, pass_id: int,
+               seed: int, info_extra: dict) -> dict:
+  """Writes one pass's TFRecord file and record-info; returns the info."""
+  import tensorflow as tf
+  rng = np.random.default_rng([seed, task, pass_id])
+  name = format_name(f"{split}-{task}-{pass_id}", cfg, "tfrecords")
+  path = os.path.join(tfrecord_dir, name)
+  total = pretrain_data.max_host_steps(len(data), cfg)
+  progress = Progress(f"pass {pass_id} batches", total=total, unit="batches")
+  fd, tmp = tempfile.mkstemp(dir=tfrecord_dir, prefix=".tmp-" + name)
+  os.close(fd)
+  num_batch = 0
+  try:
+    with tf.io.TFRecordWriter(tmp) as writer:
+      for step in pretrain_data.host_steps(data, sent_ids, cfg, is_start,
+                                           rng):
+        for example in step:
+          writer.write(_serialize(example))
+        num_batch += 1
+        progress.update()
+    if num_batch == 0:
+      raise DataError(
+          f"no example could be built: {len(data)} tokens make streams "
+          f"shorter than seq_len + reuse_len for {cfg.bsz_per_host} streams "
+          "(use more text, a smaller bsz_per_host or a shorter seq_len)")
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+  finally:
+    if os.path.exists(tmp):
+      os.remove(tmp)
+  progress.finish()
+  info = dict(info_extra, format=RECORD_FORMAT, filenames=[name],
+              num_batch=num_batch, num_example=num_batch * cfg.bsz_per_host,
+              split=split, task=task, pass_id=pass_id, seed=seed,
+              config=cfg.to_dict())
+  _atomic_json(record_info_path(tfrecord_dir, split, task, pass_id, cfg), info)
+  return info
+
+
+def create_pretrain_data(input_paths: Sequence[str], cfg: PretrainDataConfig,
+                         save_dir: str, sp_path: Optional[str],
+                         from_raw_text: bool = True, split: str = "train",
+                         task: int = 0, num_task: int = 1,
+                         pass_ids: Sequence[int] = (0,), seed: int = 0
+                         ) -> List[dict]:
+  """Builds the passes of one task; returns their record-infos.
+
+  The task takes every `num_task`-th input file starting at `task`. Each
+  pass shuffles the file order, redraws A/B splits, spans and permutations
+  (all from `seed`, task and pass: the output is deterministic).
+  """
+  cfg.validate()
+  if not 0 <= task < num_task:
+    raise DataError(f"task ({task}) must be in [0, num_task={num_task})")
+  if not input_paths:
+    raise DataError("no input file matches the input glob")
+  if not sp_path:
+    raise DataError("--sp_path is required (span sampling needs the pieces)")
+  vocab = SentencePieceTokenizer(sp_path, lower=cfg.uncased)
+  tokenizer = vocab if from_raw_text else None
+  is_start = pretrain_data.start_piece_table(
+      [vocab.id_to_piece(i) for i in range(vocab.vocab_size)])
+
+  tfrecord_dir = os.path.join(save_dir, "tfrecords")
+  os.makedirs(tfrecord_dir, exist_ok=True)
+  for stale in glob.glob(os.path.join(tfrecord_dir, f".tmp-{split}-{task}-*")):
+    os.remove(stale)  # left by an interrupted run of this task
+
+  my_paths = sorted(input_paths)[task::num_task]
+  if not my_paths:
+    raise DataError(f"task {task} of {num_task} has no input file "
+                    f"({len(input_paths)} files in all)")
+  info_extra = {"sp_path": os.path.abspath(sp_path) if sp_path else None,
+                "vocab_size": vocab.vocab_size,
+                "from_raw_text": from_raw_text, "num_task": num_task,
+                "input_files": [os.path.abspath(p) for p in my_paths]}
+
+  wanted = []
+  for pass_id in pass_ids:
+    path = record_info_path(tfrecord_dir, split, task, pass_id, cfg)
+    if os.path.exists(path):
+      with open(path) as f:
+        old = json.load(f)
+      same = all(old.get(k) == v for k, v in info_extra.items())
+      if (same and old.get("seed") == seed and old.get("config") == cfg.to_dict()
+          and all(os.path.exists(os.path.join(tfrecord_dir, n))
+                  for n in old.get("filenames", []))):
+        from absl import logging
+        logging.info("%s: already built with these settings, kept", path)
+        continue
+    wanted.append(pass_id)
+  infos = []
+  if not wanted:
+    return infos
+
+  progress = Progress("input lines", unit="lines")
+  shards = []
+  for path in my_paths:
+    shards.append(_read_shard(path, tokenizer, cfg.use_eod, progress))
+  progress.finish()
+  if sum(len(s[0]) for s in shards) == 0:
+    raise DataError(f"input is empty: {len(my_paths)} file(s) hold no text "
+                    f"({', '.join(my_paths[:3])})")
+
+  for pass_id in wanted:
+    order = np.random.default_rng([seed, task, pass_id, 1]).permutation(
+        len(shards))
+    data, sent_ids = pretrain_data.concat_documents(shards, order)
+    infos.append(build_pass(data, sent_ids, cfg, is_start, tfrecord_dir,
+                            split, task, pass_id, seed, info_extra))
+  if task == 0:
+    _atomic_json(os.path.join(save_dir, "corpus_info.json"),
+                 dict(info_extra, config=cfg.to_dict(), split=split))
+  return infos
+
+
+def main(argv):
+  del argv
+  from absl import flags, logging
+  f = flags.FLAGS
+  cfg = PretrainDataConfig(
+      seq_len=f.seq_len, reuse_len=f.reuse_len, bsz_per_host=f.bsz_per_host,
+      num_core_per_host=f.num_core_per_host, bi_data=f.bi_data,
+      mask_alpha=f.mask_alpha, mask_beta=f.mask_beta,
+      num_predict=f.num_predict,
+      perm_size=f.perm_size if f.perm_size else f.reuse_len,
+      uncased=f.uncased, use_eod=f.use_eod,
+      original_ngram_count=f.original_ngram_count)
+  if f.num_passes:
+    pass_ids = range(f.pass_id, f.pass_id + f.num_passes)
+  else:
+    pass_ids = [f.pass_id]
+  try:
+    infos = create_pretrain_data(
+        sorted(glob.glob(f.input_glob)), cfg, f.save_dir, f.sp_path,
+        from_raw_text=f.from_raw_text, split=f.split, task=f.task,
+        num_task=f.num_task, pass_ids=list(pass_ids), seed=f.seed)
+  except (DataError, TokenizerError) as e:
+    sys.stderr.write(f"create_pretrain_data: {e}\n")
+    return 2
+  for info in infos:
+    logging.info("wrote %s: %d batches, %d examples", info["filenames"][0],
+                 info["num_batch"], info["num_example"])
+  return 0
+
+
+def define_flags():
+  from absl import flags
+  flags.DEFINE_integer("bsz_per_host", 32, "Streams (batch size) per host.")
+  flags.DEFINE_integer("num_core_per_host", 1,
+                       "Replicas per host; with bi_data each replica's batch "
+                       "is forward streams then reversed streams.")
+  flags.DEFINE_integer("seq_len", 512, "Sequence length.")
+  flags.DEFINE_integer("reuse_len", 256,
+                       "Tokens cached as memory for the next step.")
+  flags.DEFINE_bool("uncased", False, "Lower-case the text.")
+  flags.DEFINE_bool("bi_data", True, "Also build reversed streams.")
+  flags.DEFINE_integer("mask_alpha", 6, "Context tokens per span group.")
+  flags.DEFINE_integer("mask_beta", 1, "Tokens predicted per group.")
+  flags.DEFINE_bool("use_eod", True, "Append <eod> at the end of a document.")
+  flags.DEFINE_bool("from_raw_text", True,
+                    "Input is raw text (else space-separated ids).")
+  flags.DEFINE_integer("num_predict", 85, "Tokens to predict per example.")
+  flags.DEFINE_integer("perm_size", 0,
+                       "Permutation block size; 0 = reuse_len.")
+  flags.DEFINE_string("input_glob", None, "Input file glob.")
+  flags.DEFINE_string("sp_path", None, "SentencePiece model.")
+  flags.DEFINE_string("save_dir", None, "Output directory.")
+  flags.DEFINE_enum("split", "train", ["train", "dev", "test"], "Split name.")
+  flags.DEFINE_integer("pass_id", 0, "First pass id to write.")
+  flags.DEFINE_integer("num_passes", 1,
+                       "Passes to write (pass_id, pass_id + 1, ...), each "
+                       "with its own permutations and spans.")
+  flags.DEFINE_integer("num_task", 1, "Machines sharing the input files.")
+  flags.DEFINE_integer("task", 0, "This machine's task id.")
+  flags.DEFINE_integer("seed", 0, "Random seed: same seed, same records.")
+  flags.DEFINE_bool("original_ngram_count", False,
+                    "Reproduce the original's span sizing, which counts "
+                    "sub-word pieces instead of words.")
+  flags.mark_flags_as_required(["input_glob", "sp_path", "save_dir"])
+
+
+if __name__ == "__main__":
+  from absl import app
+  define_flags()
+  app.run(main)

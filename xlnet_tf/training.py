@@ -1,0 +1,290 @@
+"""The one training loop every entry script uses.
+
+It owns: the distribution strategy, the optimizer (Model Garden's AdamW with
+linear warm-up then linear decay to `min_lr_ratio`, global-norm clipping
+after the cross-replica all-reduce), state carried from step to step per
+replica (XLNet's memory), TensorBoard summaries (loss, learning rate,
+gradient norm, tokens/s), checkpoints every `save_steps` and exact
+resumption of step, optimizer state and input position.
+
+A task supplies the model, its loss and its carried state (`TrainTask`); the
+input comes from a function of the `tf.distribute.InputContext` and the number
+of per-replica batches to skip (the resume position).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from typing import Callable, Dict, List, Optional, Tuple
+
+import tensorflow as tf
+import tf_keras as keras
+from absl import logging
+
+from data_utils.progress import format_seconds
+
+STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainOptions:
+  """How to train (the original's training flags)."""
+  model_dir: str
+  train_steps: int
+  learning_rate: float = 1e-4
+  warmup_steps: int = 0
+  min_lr_ratio: float = 0.001
+  weight_decay: float = 0.0
+  adam_epsilon: float = 1e-8
+  clip: float = 1.0
+  iterations: int = 100          # steps per host loop and per log line
+  save_steps: Optional[int] = None
+  max_save: int = 5
+  strategy: str = "default"
+  tpu: Optional[str] = None
+  init_checkpoint: Optional[str] = None
+
+  def validate(self) -> None:
+    if self.train_steps <= 0:
+      raise ValueError(f"train_steps must be positive, got {self.train_steps}")
+    if self.iterations <= 0:
+      raise ValueError(f"iterations must be positive, got {self.iterations}")
+    if self.save_steps is not None and self.save_steps <= 0:
+      raise ValueError(f"save_steps must be positive, got {self.save_steps}")
+    if not 0 <= self.warmup_steps <= self.train_steps:
+      raise ValueError(f"warmup_steps ({self.warmup_steps}) must be in "
+                       f"[0, train_steps={self.train_steps}]")
+    if self.strategy not in STRATEGIES:
+      raise ValueError(f"strategy must be one of {STRATEGIES}, got "
+                       f"{self.strategy!r}")
+
+
+class TrainTask:
+  """What a task gives the loop. Subclasses override the three methods."""
+
+  def build_model(self) -> keras.Model:
+    raise NotImplementedError
+
+  def state_shapes(self, per_replica_batch: int) -> List[Tuple[int, ...]]:
+    """Shapes of the float tensors carried from one step to the next (per
+    replica); [] for none."""
+    return []
+
+  def compute_loss(self, model, features, state, training: bool
+                   ) -> Tuple[tf.Tensor, list]:
+    """`(scalar loss of this replica's batch, new state)`."""
+    raise NotImplementedError
+
+  def tokens_per_example(self) -> int:
+    return 0
+
+
+def make_strategy(name: str, tpu: Optional[str] = None
+                  ) -> tf.distribute.Strategy:
+  """'default' (one device), 'mirrored' (all local devices), 'multi_worker'
+  (TF_CONFIG cluster), 'tpu' (address in `tpu`, or the local TPU)."""
+  if name == "default":
+    return tf.distribute.get_strategy()
+  if name == "mirrored":
+    return tf.distribute.MirroredStrategy()
+  if name == "multi_worker":
+    return tf.distribute.MultiWorkerMirroredStrategy()
+  if name == "tpu":
+    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu or "")
+    tf.config.experimental_connect_to_cluster(resolver)
+    tf.tpu.experimental.initialize_tpu_system(resolver)
+    return tf.distribute.TPUStrategy(resolver)
+  raise ValueError(f"strategy must be one of {STRATEGIES}, got {name!r}")
+
+
+def make_optimizer(opts: TrainOptions):
+  """AdamW (decay excludes LayerNorm and biases, as the original) with the
+  original's schedule: linear warm-up from 0, then linear decay from
+  `learning_rate` to `learning_rate * min_lr_ratio` at `train_steps`."""
+  from official.modeling import optimization
+  decay_steps = max(opts.train_steps - opts.warmup_steps, 1)
+  config = optimization.OptimizationConfig({
+      "optimizer": {"type": "adamw", "adamw": {
+          "weight_decay_rate": opts.weight_decay,
+          "epsilon": opts.adam_epsilon,
+          "exclude_from_weight_decay": ["LayerNorm", "layer_norm", "bias"],
+          "gradient_clip_norm": 0.0,  # clipped in the step, after all-reduce
+      }},
+      "learning_rate": {"type": "polynomial", "polynomial": {
+          "initial_learning_rate": opts.learning_rate,
+          "decay_steps": decay_steps,
+          "end_learning_rate": opts.learning_rate * opts.min_lr_ratio,
+          "power": 1.0, "offset": opts.warmup_steps,
+      }},
+      "warmup": ({"type": "linear", "linear": {
+          "warmup_steps": opts.warmup_steps, "warmup_learning_rate": 0.0}}
+                 if opts.warmup_steps else {}),
+  })
+  factory = optimization.OptimizerFactory(config)
+  return factory.build_optimizer(factory.build_learning_rate())
+
+
+class Trainer:
+  """Builds the model under the strategy, restores or initialises, trains."""
+
+  def __init__(self, task: TrainTask, opts: TrainOptions,
+               strategy: Optional[tf.distribute.Strategy] = None):
+    opts.validate()
+    self.task = task
+    self.opts = opts
+    self.strategy = strategy or make_strategy(opts.strategy, opts.tpu)
+    self.replicas = self.strategy.num_replicas_in_sync
+    with self.strategy.scope():
+      self.model = task.build_model()
+      self.optimizer = make_optimizer(opts)
+      self.checkpoint = tf.train.Checkpoint(model=self.model,
+                                            optimizer=self.optimizer)
+      self.loss_metric = keras.metrics.Mean("loss")
+      self.grad_norm_metric = keras.metrics.Mean("grad_norm")
+    self.manager = tf.train.CheckpointManager(
+        self.checkpoint, opts.model_dir, max_to_keep=opts.max_save,
+        step_counter=self.optimizer.iterations)
+    self.state_vars: List[tf.Variable] = []
+
+  @property
+  def step(self) -> int:
+    return int(self.optimizer.iterations.numpy())
+
+  def restore_or_initialize(self) -> int:
+    """Resumes from the newest checkpoint in model_dir, else loads
+    `init_checkpoint` (either layout). Returns the step to start from."""
+    from xlnet_tf.checkpoint import load_checkpoint
+    latest = self.manager.latest_checkpoint
+    if latest:
+      self.checkpoint.restore(latest).assert_existing_objects_matched()
+      logging.info("resumed from %s at step %d", latest, self.step)
+    else:
+      from xlnet_tf.building import build_once
+      build_once(self.model)
+      if self.opts.init_checkpoint:
+        report = load_checkpoint(self.model, self.opts.init_checkpoint)
+        if report is not None:
+          logging.info("init_checkpoint: %s", report.summary())
+    return self.step
+
+  def _make_state(self, per_replica_batch: int) -> None:
+    shapes = self.task.state_shapes(per_replica_batch)
+    with self.strategy.scope():
+      # Per-replica copies (ON_READ): each replica keeps its own memory.
+      self.state_vars = [
+          tf.Variable(tf.zeros(s), trainable=False,
+                      synchronization=tf.VariableSynchronization.ON_READ,
+                      aggregation=tf.VariableAggregation.NONE,
+                      name=f"carried_state_{i}")
+          for i, s in enumerate(shapes)]
+
+  def _train_step(self, features):
+    state = [v.read_value() for v in self.state_vars] or None
+    with tf.GradientTape() as tape:
+      loss, new_state = self.task.compute_loss(self.model, features, state,
+                                               training=True)
+      scaled = loss / self.replicas
+    variables = self.model.trainable_variables
+    grads = tape.gradient(scaled, variables)
+    grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
+             for g, v in zip(grads, variables)]
+    ctx = tf.distribute.get_replica_context()
+    grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
+    if self.opts.clip > 0:
+      grads, norm = tf.clip_by_global_norm(grads, self.opts.clip)
+    else:
+      norm = tf.linalg.global_norm(grads)
+    self.optimizer.apply_gradients(zip(grads, variables),
+                                   experimental_aggregate_gradients=False)
+    for var, value in zip(self.state_vars, new_state or []):
+      var.assign(tf.cast(value, var.dtype))
+    self.loss_metric.update_state(loss)
+    self.grad_norm_metric.update_state(norm)
+
+  def train(self, dataset_fn: Callable[[tf.distribute.InputContext, int],
+                                       tf.data.Dataset],
+            per_replica_batch: int,
+            on_save: Optional[Callable[[int], None]] = None) -> Dict:
+    """Runs until `train_steps`; returns the last logged metrics.
+
+    `dataset_fn(input_context, skip_batches)` returns this input pipeline's
+    per-replica batches; `skip_batches` counts this pipeline's batches
+    already consumed (resume).
+    """
+    opts = self.opts
+    start = self.restore_or_initialize()
+    if start >= opts.train_steps:
+      logging.info("already at step %d >= train_steps %d", start,
+                   opts.train_steps)
+      return {}
+    self._make_state(per_replica_batch)
+
+    def input_fn(ctx):
+      per_pipeline = ctx.num_replicas_in_sync // ctx.num_input_pipelines
+      return dataset_fn(ctx, start * per_pipeline)
+    iterator = iter(self.strategy.distribute_datasets_from_function(input_fn))
+
+    @tf.function
+    def loop(n_steps):
+      for _ in tf.range(n_steps):
+        self.strategy.run(self._train_step, args=(next(iterator),))
+
+    writer = tf.summary.create_file_writer(os.path.join(opts.model_dir,
+                                                        "train"))
+    tokens_per_step = (self.task.tokens_per_example() * per_replica_batch *
+                       self.replicas)
+    step, logs = start, {}
+    began = time.monotonic()
+    last_save = start
+    while step < opts.train_steps:
+      n = min(opts.iterations, opts.train_steps - step)
+      if opts.save_steps:
+        n = min(n, opts.save_steps - step % opts.save_steps)
+      t0 = time.monotonic()
+      loop(tf.constant(n))
+      elapsed = time.monotonic() - t0
+      step = self.step
+      lr = self.optimizer.learning_rate
+      lr = float(lr(self.optimizer.iterations - 1) if callable(lr) else lr)
+      logs = {"loss": float(self.loss_metric.result()),
+              "grad_norm": float(self.grad_norm_metric.result()),
+              "learning_rate": lr,
+              "steps_per_sec": n / elapsed,
+              "tokens_per_sec": n * tokens_per_step / elapsed}
+      self.loss_metric.reset_state()
+      self.grad_norm_metric.reset_state()
+      with writer.as_default(step=step):
+        for key, value in logs.items():
+          tf.summary.scalar(key, value)
+      rate = (step - start) / max(time.monotonic() - began, 1e-9)
+      logging.info(
+          "step %d/%d loss %.4f lr %.3g grad_norm %.3f | %.2f steps/s, "
+          "%.0f tokens/s, ETA %s", step, opts.train_steps, logs["loss"], lr,
+          logs["grad_norm"], logs["steps_per_sec"], logs["tokens_per_sec"],
+          format_seconds((opts.train_steps - step) / max(rate, 1e-9)))
+      if (opts.save_steps and step % opts.save_steps == 0) or (
+          step >= opts.train_steps):
+        if step != last_save:
+          path = self.manager.save(checkpoint_number=step)
+          last_save = step
+          logging.info("saved %s", path)
+          if on_save is not None:
+            on_save(step)
+    writer.flush()
+    return logs
+
+
+def write_run_files(model_dir: str, files: Dict[str, dict]) -> None:
+  """Writes JSON side files (configs, options) into model_dir, atomically."""
+  from xlnet_tf.config import write_json_atomic
+  os.makedirs(model_dir, exist_ok=True)
+  for name, data in files.items():
+    write_json_atomic(os.path.join(model_dir, name), data)
+
+
+def read_json(path: str) -> dict:
+  with open(path) as f:
+    return json.load(f)
