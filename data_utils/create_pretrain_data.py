@@ -63,25 +63,29 @@ def record_info_path(tfrecord_dir: str, split: str, task: int, pass_id: int,
 def _read_shard(path: str, tokenizer: Optional[SentencePieceTokenizer],
                 use_eod: bool, progress: Progress):
   """`(ids, sent_ids)` of one input file."""
+  line_no = 0
+
   def encode(line: str) -> List[int]:
     if tokenizer is not None:
       return tokenizer.encode_ids(line)
     try:
       return [int(tok) for tok in line.split()]
     except ValueError:
-      raise DataError(f"{path}:{progress.done + 1}: not a line of token ids "
+      raise DataError(f"{path}:{line_no}: not a line of token ids "
                       f"(run with --from_raw_text for text): "
                       f"{line[:60]!r}") from None
 
   def lines():
+    nonlocal line_no
     try:
       with open(path, encoding="utf-8") as f:
         for line in f:
+          line_no += 1
           progress.update()
           yield line
     except UnicodeDecodeError as e:
-      raise DataError(f"{path}: not UTF-8 text (byte offset {e.start} of "
-                      f"a line after line {progress.done})") from None
+      raise DataError(f"{path}: not UTF-8 text (line {line_no + 1}, byte "
+                      f"{e.start} of the read block)") from None
 
   return pretrain_data.lines_to_ids(lines(), encode, use_eod)
 
