@@ -8,8 +8,8 @@
 Flags follow the original's `train.py` / `train_gpu.py`. Checkpoints go to
 `model_dir` every `save_steps` (a re-run resumes from the newest); at the end
 the weights are also written in the original layout
-(`model_dir/xlnet_model.ckpt` + `xlnet_config.json`), which the fine-tuning
-scripts and the original code load.
+(`model_dir/original/xlnet_model.ckpt` + `xlnet_config.json`), which the
+fine-tuning scripts and the original code load.
 """
 
 import os
@@ -140,11 +140,14 @@ def main(argv):
     write_run_files(f.model_dir, {"xlnet_config.json": config.to_dict(),
                                   "run_options.json": options.to_dict()})
     logs = trainer.train(dataset_fn, per_replica)
+    # Its own directory: the original layout's `checkpoint` state file must
+    # not shadow the training checkpoints'.
+    export_dir = os.path.join(f.model_dir, "original")
     prefix = save_original_checkpoint(
-        trainer.model, os.path.join(f.model_dir, "xlnet_model.ckpt"))
-    logging.info("final loss %s; original-layout weights: %s + %s",
-                 logs.get("loss"), prefix,
-                 os.path.join(f.model_dir, "xlnet_config.json"))
+        trainer.model, os.path.join(export_dir, "xlnet_model.ckpt"))
+    config.to_json(os.path.join(export_dir, "xlnet_config.json"))
+    logging.info("final loss %s; original-layout weights: %s (+ "
+                 "xlnet_config.json)", logs.get("loss"), prefix)
   except (ConfigError, DataError, CheckpointError, ValueError) as e:
     sys.stderr.write(f"run_pretrain: {e}\n")
     return 2

@@ -127,6 +127,20 @@ def _read_model(model: Union[str, bytes]) -> bytes:
     return f.read()
 
 
+def _join_with_nul(parts: tf.RaggedTensor) -> tf.Tensor:
+  """Inverse of `tf.strings.split(texts, sep="\\x00")` (reduce_join's
+  `separator` attribute cannot hold U+0000)."""
+  flat = parts.flat_values
+  last = (tf.range(tf.size(flat, out_type=parts.row_splits.dtype))
+          == tf.gather(parts.row_limits() - 1, parts.value_rowids()))
+  flat = tf.strings.join([flat, tf.where(last, "", "\x00")])
+  return tf.strings.reduce_join(parts.with_flat_values(flat), axis=-1)
+
+
+def _ragged_int64(ids: tf.RaggedTensor) -> tf.RaggedTensor:
+  return ids.with_row_splits_dtype(tf.int64)
+
+
 class GraphTokenizer(tf.Module):
   """XLNet SentencePiece tokenization as TensorFlow ops.
 
@@ -152,21 +166,29 @@ class GraphTokenizer(tf.Module):
     self._combining_re = tables.combining
     self._unassigned_re = tables.unassigned + "+"
     self._digit_comma_re = "(?s).*" + tables.digit + ","
-    self._lower_keys = tf.constant(tables.lower_keys)
-    self._lower_values = tf.constant(tables.lower_values)
     with tf.init_scope():
+      self._lower_keys = tf.constant(tables.lower_keys)
+      self._lower_values = tf.constant(tables.lower_values)
       try:
-        self._sp = tf_text.SentencepieceTokenizer(proto, out_type=tf.string)
-        specials = self._sp.string_to_id(
+        # Segments as sentencepiece 0.2 does (see the module docstring).
+        self._segmenter = tf_text.FastSentencepieceTokenizer(proto)
+        # The vocabulary, both ways; a tracked resource.
+        self._vocab = tf_text.SentencepieceTokenizer(proto)
+        specials = self._vocab.string_to_id(
             tf.constant(list(SPECIAL_SYMBOLS))).numpy().tolist()
-      except (tf.errors.InvalidArgumentError, tf.errors.InternalError) as e:
+        self._comma_id = int(self._vocab.string_to_id(",").numpy())
+      except (tf.errors.OpError, RuntimeError, ValueError) as e:
         raise TokenizerError(
-            f"{where}: not a SentencePiece model ({e.message})") from None
+            f"{where}: not a SentencePiece model ({e})") from None
     for (symbol, expected), got in zip(SPECIAL_SYMBOLS.items(), specials):
       if got != expected:
         raise TokenizerError(
             f"{where}: {symbol} has id {got}, XLNet needs {expected} (train "
             "it with XLNet's special symbols)")
+
+  @property
+  def vocab_size(self) -> int:
+    return self._segmenter.vocab_size()
 
   def preprocess(self, texts: tf.Tensor) -> tf.Tensor:
     """`preprocess_text` of each string: tf.string [B] -> tf.string [B]."""
@@ -175,12 +197,19 @@ class GraphTokenizer(tf.Module):
     texts = tf.strings.regex_replace(texts, r"\A | \z", "")
     texts = tf.strings.regex_replace(texts, "``", '"')
     texts = tf.strings.regex_replace(texts, "''", '"')
+    if self.keep_accents and not self.lower:
+      return texts
+    # regex_split and tf.strings.lower stop at U+0000: work between them.
+    # U+0000 is a starter and neither cased nor case-ignorable, so NFKD and
+    # the final-sigma rule give the same result part by part.
+    parts = tf.strings.split(texts, sep="\x00")
+    flat = parts.flat_values
     if not self.keep_accents:
-      texts = self._nfkd(texts)
-      texts = tf.strings.regex_replace(texts, self._combining_re, "")
+      flat = self._nfkd(flat)
+      flat = tf.strings.regex_replace(flat, self._combining_re, "")
     if self.lower:
-      texts = self._lower(texts)
-    return texts
+      flat = self._lower(flat)
+    return _join_with_nul(parts.with_flat_values(flat))
 
   def _nfkd(self, texts: tf.Tensor) -> tf.Tensor:
     # ICU knows characters Python 3.11 does not: keep those runs as they are.
@@ -192,11 +221,7 @@ class GraphTokenizer(tf.Module):
     return tf.strings.reduce_join(parts.with_flat_values(flat), axis=-1)
 
   def _lower(self, texts: tf.Tensor) -> tf.Tensor:
-    # tf.strings.lower stops at U+0000: lower the text between them.
-    parts = tf.strings.split(texts, sep="\x00")
-    parts = parts.with_flat_values(
-        tf.strings.lower(parts.flat_values, encoding="utf-8"))
-    texts = tf.strings.reduce_join(parts, axis=-1, separator="\x00")
+    texts = tf.strings.lower(texts, encoding="utf-8")
     # Then Python's one-to-one mappings, for capitals ICU does not know yet.
     cps = tf.strings.unicode_decode(texts, "UTF-8")
     flat = cps.flat_values
@@ -206,37 +231,40 @@ class GraphTokenizer(tf.Module):
     flat = tf.where(hit, tf.gather(self._lower_values, pos), flat)
     return tf.strings.unicode_encode(cps.with_flat_values(flat), "UTF-8")
 
-  def encode_pieces(self, texts: tf.Tensor,
-                    preprocess: bool = True) -> tf.RaggedTensor:
-    """Pieces as `SentencePieceTokenizer.encode_pieces`: tf.string [B] ->
-    tf.string [B, (n)]."""
+  def encode_ids(self, texts: tf.Tensor,
+                 preprocess: bool = True) -> tf.RaggedTensor:
+    """Ids as `SentencePieceTokenizer.encode_ids`: tf.string [B] ->
+    tf.int32 [B, (n)]. Any rank-1 string tensor; see also `tokenize`."""
     texts = tf.convert_to_tensor(texts, tf.string)
     if preprocess:
       texts = self.preprocess(texts)
-    pieces = self._sp.tokenize(texts)
-    flat = pieces.flat_values
+    ids = _ragged_int64(self._segmenter.tokenize(texts))
+    flat = ids.flat_values
     n = tf.size(flat, out_type=tf.int64)
-    split = tf.strings.regex_full_match(flat, self._digit_comma_re)
-    picked = tf.boolean_mask(flat, split)
+    # Unknown pieces come back as "<unk>"; they hold no digit nor comma.
+    pieces = self._vocab.id_to_string(flat)
+    split = tf.strings.regex_full_match(pieces, self._digit_comma_re)
+    picked = tf.boolean_mask(pieces, split)
     m = tf.size(picked, out_type=tf.int64)
     opens_word = tf.strings.regex_full_match(picked, "(?s)\u2581.*")
     # The number without its comma and without any "▁", tokenized afresh.
-    body = tf.strings.substr(picked, 0, tf.strings.length(picked) - 1)
-    sub = self._sp.tokenize(
-        tf.strings.regex_replace(body, SPIECE_UNDERLINE, ""))
+    sub = _ragged_int64(self._segmenter.tokenize(
+        tf.strings.regex_replace(picked, SPIECE_UNDERLINE + "|,\\z", "")))
     values, rows = sub.flat_values, sub.value_rowids()
     first = (tf.range(tf.size(values, out_type=tf.int64))
              == tf.gather(sub.row_starts(), rows))
+    sub_pieces = self._vocab.id_to_string(values)
     # A piece that continued a word must not open one in its re-encoding.
     strip = (first & ~tf.gather(opens_word, rows)
-             & tf.strings.regex_full_match(values, "(?s)\u2581.*"))
-    values = tf.where(
-        strip, tf.strings.regex_replace(values, "\\A\u2581", ""), values)
-    keep = ~(strip & tf.equal(values, ""))
+             & tf.strings.regex_full_match(sub_pieces, "(?s)\u2581.*"))
+    stripped = tf.strings.regex_replace(sub_pieces, "\\A\u2581", "")
+    values = tf.where(strip, self._vocab.string_to_id(stripped), values)
+    keep = ~(strip & tf.equal(stripped, ""))
     resplit = tf.RaggedTensor.from_value_rowids(
         tf.boolean_mask(values, keep), tf.boolean_mask(rows, keep), nrows=m)
     commas = tf.RaggedTensor.from_row_lengths(
-        tf.fill([m], ","), tf.ones([m], tf.int64))
+        tf.fill([m], tf.constant(self._comma_id, tf.int32)),
+        tf.ones([m], tf.int64))
     resplit = tf.concat([resplit, commas], axis=1)
     # Row i of `options` is piece i alone; row n + j the j-th re-split.
     options = tf.concat(
@@ -244,14 +272,24 @@ class GraphTokenizer(tf.Module):
          resplit], axis=0)
     choice = tf.where(split, n + tf.cumsum(tf.cast(split, tf.int64)) - 1,
                       tf.range(n))
-    spliced = pieces.with_flat_values(tf.gather(options, choice))
-    return spliced.merge_dims(1, 2)
+    return ids.with_flat_values(tf.gather(options, choice)).merge_dims(1, 2)
 
-  @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+  def encode_pieces(self, texts: tf.Tensor,
+                    preprocess: bool = True) -> tf.RaggedTensor:
+    """Pieces of `encode_ids`: tf.string [B] -> tf.string [B, (n)]. Unlike
+    `SentencePieceTokenizer.encode_pieces`, an unknown piece reads "<unk>"."""
+    return self._vocab.id_to_string(self.encode_ids(texts, preprocess))
+
+  @tf.function(input_signature=[tf.TensorSpec([None], tf.string)],
+               autograph=False)
   def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
-    """Ids as `SentencePieceTokenizer.encode_ids`: tf.string [B] ->
-    tf.int32 [B, (n)]."""
-    return self._sp.string_to_id(self.encode_pieces(texts))
+    """`encode_ids` as a saved function: tf.string [B] -> tf.int32 [B, (n)].
+
+    Example (needs the model file):
+      GraphTokenizer("spiece.model").tokenize(tf.constant(["In 1,234, x"]))
+      # pieces ['▁In', '▁1,234', ',', '▁', 'x'] -> their ids
+    """
+    return self.encode_ids(texts)
 
   def __call__(self, texts: tf.Tensor) -> tf.RaggedTensor:
     return self.tokenize(texts)

@@ -1,0 +1,169 @@
+"""The in-graph tokenizer gives the Python path's ids, and survives saving.
+
+Reference: `SentencePieceTokenizer.encode_ids` (data_utils/tokenization.py)
+on the released XLNet model; targeted strings, real text (corpus, SST-2 dev,
+IMDB reviews), every code point through `preprocess`, and a SavedModel round
+trip.
+"""
+
+import glob
+import os
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from data_utils.graph_tokenizer import GraphTokenizer
+from data_utils.tokenization import (SentencePieceTokenizer, TokenizerError,
+                                     preprocess_text)
+
+TARGETED = [
+    "In 1,234,567, the 92000, dollars",
+    "born in 2000, and",
+    "x2000, ab12,cd 3, 1,",
+    "falsé naïve Café résumé",
+    "``like this'' and ''that``",
+    "a <eop> b<eop>c <eop>",
+    "  many   spaces\tand\t\ttabs \n and\u3000odd\u00a0ones\u2009 ",
+    "",
+    " \t ",
+    "Ὀδυσσεύς ΟΔΥΣΣΕΥΣ ΑΣ. Σ",   # final sigma
+    "İstanbul ǅ ﬁ ｆｕｌｌ ① ²",    # multi-code-point and compat mappings
+    "a\x00b Σ\x00Σ ΑΣ\x00",        # U+0000 stops tf.strings.lower
+    "\u2c2f \ua7c0 \U00010570",    # capitals new in Unicode 14
+    "\U0001ccd6 \U000105c9",       # Unicode 16, unassigned for Python 3.11
+    "x\u2581y \u2581 1\u2581,",    # a literal "▁" in the text
+    "١٢٣, ۳, 𝟚,",                  # non-ASCII digits before a comma
+]
+
+
+@pytest.fixture(scope="module")
+def model_path(shared):
+  return os.path.join(shared, "data", "spiece", "spiece.model")
+
+
+@pytest.fixture(scope="module")
+def tokenizers(model_path):
+  cache = {}
+
+  def get(lower, keep_accents=False):
+    key = (lower, keep_accents)
+    if key not in cache:
+      cache[key] = (GraphTokenizer(model_path, lower, keep_accents),
+                    SentencePieceTokenizer(model_path, lower, keep_accents))
+    return cache[key]
+  return get
+
+
+@pytest.fixture(scope="module")
+def real_text(shared):
+  data = os.path.join(shared, "data")
+  with open(os.path.join(data, "corpus", "gutenberg_state_union.txt"),
+            encoding="utf-8") as f:
+    corpus = f.read().split("\n")[:2000]
+  with open(os.path.join(data, "glue", "SST-2", "dev.tsv"),
+            encoding="utf-8") as f:
+    sst = [line.split("\t")[0] for line in f.read().split("\n")[1:] if line]
+  imdb = []
+  for part in ("train/pos", "train/neg", "test/pos", "test/neg"):
+    files = sorted(glob.glob(os.path.join(data, "imdb", "aclImdb", part,
+                                          "*.txt")))[:100]
+    for name in files:
+      with open(name, encoding="utf-8") as f:
+        imdb.append(f.read())
+  assert len(corpus) == 2000 and len(sst) == 872 and len(imdb) == 400
+  return {"corpus": corpus, "sst2_dev": sst, "imdb": imdb}
+
+
+def mismatches(graph, python, texts):
+  got = graph.tokenize(tf.constant(texts)).to_list()
+  return [t for t, ids in zip(texts, got) if ids != python.encode_ids(t)]
+
+
+@pytest.mark.parametrize("lower,keep_accents",
+                         [(False, False), (True, False), (False, True),
+                          (True, True)])
+def test_targeted_strings(tokenizers, lower, keep_accents):
+  graph, python = tokenizers(lower, keep_accents)
+  got = graph.tokenize(tf.constant(TARGETED)).to_list()
+  for text, ids in zip(TARGETED, got):
+    assert ids == python.encode_ids(text), (text, python.encode_pieces(text))
+  pre = graph.preprocess(tf.constant(TARGETED)).numpy()
+  assert [p.decode("utf-8") for p in pre] == [
+      preprocess_text(t, lower=lower, keep_accents=keep_accents)
+      for t in TARGETED]
+
+
+def test_digit_comma_resplit(tokenizers):
+  graph, python = tokenizers(False)
+  pieces = graph.encode_pieces(tf.constant(["born in 2000, and"])).to_list()
+  assert [p.decode() for p in pieces[0]] == [
+      "\u2581born", "\u2581in", "\u25812000", ",", "\u2581and"]
+  # A batch where only some rows re-split, and an empty row between them.
+  texts = ["In 1,234,567, the 92000, dollars", "", "no numbers", "7,"]
+  assert (graph.tokenize(tf.constant(texts)).to_list()
+          == [python.encode_ids(t) for t in texts])
+
+
+@pytest.mark.parametrize("lower", [False, True])
+@pytest.mark.parametrize("name", ["corpus", "sst2_dev", "imdb"])
+def test_real_text_ids_identical(tokenizers, real_text, name, lower):
+  graph, python = tokenizers(lower)
+  assert mismatches(graph, python, real_text[name]) == []
+
+
+@pytest.mark.parametrize("lower,keep_accents", [(False, False), (True, False)])
+def test_preprocess_every_code_point(tokenizers, lower, keep_accents):
+  graph, _ = tokenizers(lower, keep_accents)
+  cps = [c for c in range(sys.maxunicode + 1) if not 0xD800 <= c <= 0xDFFF]
+  # Each code point alone, then 24 at a time with spaces, for context.
+  texts = [chr(c) for c in cps]
+  texts += ["".join(chr(c) + " " * (j % 3 == 0)
+                    for j, c in enumerate(cps[i:i + 24]))
+            for i in range(0, len(cps), 24)]
+  got = graph.preprocess(tf.constant(texts)).numpy()
+  bad = [t for t, g in zip(texts, got)
+         if g.decode("utf-8") != preprocess_text(t, lower=lower,
+                                                 keep_accents=keep_accents)]
+  assert bad == []
+
+
+def test_saved_model_round_trip(model_path, tokenizers, real_text, tmp_path):
+  class Export(tf.Module):
+
+    def __init__(self):
+      super().__init__()
+      self.tokenizer = GraphTokenizer(model_path, lower=True)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def ids(self, texts):
+      ids = self.tokenizer.tokenize(texts)
+      return {"ids": ids.to_tensor(default_value=5),
+              "lengths": ids.row_lengths()}
+
+  texts = TARGETED + real_text["sst2_dev"][:50]
+  module = Export()
+  before = module.ids(tf.constant(texts))
+  tf.saved_model.save(module, str(tmp_path / "tok"))
+  del module
+  loaded = tf.saved_model.load(str(tmp_path / "tok"))
+  after = loaded.ids(tf.constant(texts))
+  np.testing.assert_array_equal(after["ids"], before["ids"])
+  np.testing.assert_array_equal(after["lengths"], before["lengths"])
+  _, python = tokenizers(True)
+  lengths = after["lengths"].numpy()
+  for text, row, n in zip(texts, after["ids"].numpy(), lengths):
+    assert row[:n].tolist() == python.encode_ids(text), text
+  # The tokenizer's own saved function, ragged output.
+  ragged = loaded.tokenizer.tokenize(tf.constant(texts[:3]))
+  assert ragged.to_list() == [python.encode_ids(t) for t in texts[:3]]
+
+
+def test_bad_model(tmp_path):
+  with pytest.raises(TokenizerError, match="not found"):
+    GraphTokenizer(str(tmp_path / "missing.model"))
+  bad = tmp_path / "bad.model"
+  bad.write_bytes(b"not a model")
+  with pytest.raises(TokenizerError, match="bad.model"):
+    GraphTokenizer(str(bad))

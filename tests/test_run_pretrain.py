@@ -1,0 +1,128 @@
+"""run_pretrain.py end to end on real records: falling loss, interruption and
+exact resumption, the original-layout export loading into a classifier."""
+
+import glob
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import xlnet_tf as xt
+from data_utils import pretrain_data as pd
+from data_utils.create_pretrain_data import create_pretrain_data
+from data_utils.pretrain_reader import pretrain_dataset
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CFG = pd.PretrainDataConfig(seq_len=32, reuse_len=16, bsz_per_host=4,
+                            num_core_per_host=1, bi_data=True, num_predict=6,
+                            perm_size=8)
+MODEL_FLAGS = ["--n_layer=2", "--d_model=32", "--n_head=4", "--d_head=8",
+               "--d_inner=64", "--mem_len=16", "--ff_activation=gelu",
+               "--untie_r", "--dropout=0.0", "--dropatt=0.0"]
+
+
+@pytest.fixture(scope="module")
+def records(shared, tmp_path_factory):
+  src = os.path.join(shared, "data", "corpus", "gutenberg_state_union.txt")
+  work = tmp_path_factory.mktemp("run_pretrain")
+  corpus = work / "corpus.txt"
+  with open(src, encoding="utf-8") as f, open(corpus, "w") as g:
+    for _, line in zip(range(800), f):
+      g.write(line)
+  sp = os.path.join(shared, "data", "spiece", "spiece.model")
+  create_pretrain_data([str(corpus)], CFG, str(work / "data"), sp,
+                       pass_ids=[0, 1], seed=1)
+  return str(work / "data" / "tfrecords")
+
+
+def _cmd(records, model_dir, steps, extra=()):
+  return [sys.executable, "run_pretrain.py", f"--record_info_dir={records}",
+          f"--model_dir={model_dir}", "--train_batch_size=4", "--seq_len=32",
+          "--reuse_len=16", "--perm_size=8", "--num_predict=6", "--bi_data",
+          f"--train_steps={steps}", "--learning_rate=2e-3",
+          "--warmup_steps=10", *MODEL_FLAGS, *extra]
+
+
+def _losses(text):
+  return [(int(s), float(l)) for s, l in
+          re.findall(r"step (\d+)/\d+ loss ([0-9.]+)", text)]
+
+
+def test_loss_falls_and_export_loads_into_classifier(records, tmp_path):
+  model_dir = tmp_path / "model"
+  res = subprocess.run(_cmd(records, model_dir, 150, ["--iterations=25"]),
+                       cwd=ROOT, capture_output=True, text=True, timeout=600)
+  assert res.returncode == 0, res.stderr[-2000:]
+  losses = _losses(res.stderr)
+  assert [s for s, _ in losses] == [25, 50, 75, 100, 125, 150]
+  assert losses[-1][1] < losses[0][1] - 0.5, losses
+  assert np.log(32000) - 1 > losses[0][1] - 5  # started near uniform
+  export = model_dir / "original"
+  config = xt.XLNetConfig.from_json(str(export / "xlnet_config.json"))
+  clf = xt.XLNetClassifier(config, n_class=2, task_name="sst-2")
+  report = xt.load_original_checkpoint(clf, str(export))
+  assert report.missing == ["model/classification_sst-2/logit/bias",
+                            "model/classification_sst-2/logit/kernel",
+                            "model/sequnece_summary/summary/bias",
+                            "model/sequnece_summary/summary/kernel"]
+  assert report.unused == ["model/lm_loss/bias",
+                           "model/transformer/mask_emb/mask_emb"]
+  # the loaded encoder is the trained one, not a fresh init
+  native = xt.XLNetPretrainer(config)
+  assert xt.load_checkpoint(native, str(model_dir)) is None  # native layout
+  np.testing.assert_array_equal(clf.encoder.word_embedding.numpy(),
+                                native.encoder.word_embedding.numpy())
+
+
+def test_killed_run_resumes_at_saved_step(records, tmp_path):
+  model_dir = tmp_path / "model"
+  cmd = _cmd(records, model_dir, 400, ["--iterations=10", "--save_steps=20"])
+  proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True)
+  deadline = time.time() + 300
+  while not glob.glob(str(model_dir / "ckpt-20.index")):
+    assert proc.poll() is None, proc.stderr.read()[-2000:]
+    assert time.time() < deadline
+    time.sleep(0.2)
+  proc.send_signal(signal.SIGKILL)
+  proc.wait()
+  saved = max(int(re.search(r"ckpt-(\d+)\.index", p).group(1))
+              for p in glob.glob(str(model_dir / "ckpt-*.index")))
+  assert saved < 400  # it really was interrupted
+  res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True,
+                       timeout=600)
+  assert res.returncode == 0, res.stderr[-2000:]
+  assert f"resumed from {model_dir}/ckpt-{saved} at step {saved}" in res.stderr
+  steps = [s for s, _ in _losses(res.stderr)]
+  assert steps[0] == saved + 10 and steps[-1] == 400
+  reader = tf.train.load_checkpoint(str(model_dir / "ckpt-400"))
+  names = reader.get_variable_to_shape_map()
+  iterations = [n for n in names if n.startswith("optimizer/iter")]
+  assert reader.get_tensor(iterations[0]) == 400
+
+
+def test_skip_resumes_the_exact_input_position(records):
+  files = sorted(glob.glob(os.path.join(records, "*.tfrecords")))
+  full = pretrain_dataset(files, CFG, 4, seed=3)
+  first = [b["input_k"] for b in full.take(9).as_numpy_iterator()]
+  resumed = pretrain_dataset(files, CFG, 4, seed=3, skip_batches=6)
+  again = [b["input_k"] for b in resumed.take(3).as_numpy_iterator()]
+  for a, b in zip(first[6:], again):
+    np.testing.assert_array_equal(a, b)
+
+
+def test_bad_flags_are_one_line_errors(records, tmp_path):
+  res = subprocess.run(
+      _cmd(records, tmp_path / "m", 10)[:-len(MODEL_FLAGS)] +
+      ["--seq_len=64"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+  res_text = res.stderr.strip().splitlines()[-1]
+  assert res.returncode == 2
+  assert re.match(r"run_pretrain: .*record_info-train-0-0.*built with "
+                  r"seq_len=32, this run asks seq_len=64", res_text), res_text
+  assert "Traceback" not in res.stderr
