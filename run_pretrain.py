@@ -71,6 +71,9 @@ flags.DEFINE_enum("strategy", "default",
                   ["default", "mirrored", "multi_worker", "tpu"],
                   "tf.distribute strategy.")
 flags.DEFINE_string("tpu", None, "TPU name or address (strategy=tpu).")
+flags.DEFINE_integer("num_cpu_devices", 0,
+                     "Split the CPU into this many logical devices (to try "
+                     "--strategy=mirrored without accelerators); 0 = off.")
 
 flags.mark_flags_as_required(["record_info_dir", "model_dir", "seq_len",
                               "reuse_len", "num_predict"])
@@ -87,6 +90,11 @@ def main(argv):
   from xlnet_tf.training import TrainOptions, Trainer, write_run_files
 
   f = FLAGS
+  if f.num_cpu_devices:
+    import tensorflow as tf
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(
+        cpu, [tf.config.LogicalDeviceConfiguration()] * f.num_cpu_devices)
   try:
     if f.d_embed is not None and f.d_embed != f.d_model:
       raise ConfigError(f"--d_embed ({f.d_embed}) must equal --d_model "

@@ -170,10 +170,12 @@ class GraphTokenizer(tf.Module):
       self._lower_keys = tf.constant(tables.lower_keys)
       self._lower_values = tf.constant(tables.lower_values)
       try:
+        # SentencePiece's normalizer, its unknown characters and the
+        # vocabulary both ways; a tracked resource.
+        self._vocab = tf_text.SentencepieceTokenizer(proto,
+                                                     out_type=tf.string)
         # Segments as sentencepiece 0.2 does (see the module docstring).
         self._segmenter = tf_text.FastSentencepieceTokenizer(proto)
-        # The vocabulary, both ways; a tracked resource.
-        self._vocab = tf_text.SentencepieceTokenizer(proto)
         specials = self._vocab.string_to_id(
             tf.constant(list(SPECIAL_SYMBOLS))).numpy().tolist()
         self._comma_id = int(self._vocab.string_to_id(",").numpy())
@@ -231,6 +233,24 @@ class GraphTokenizer(tf.Module):
     flat = tf.where(hit, tf.gather(self._lower_values, pos), flat)
     return tf.strings.unicode_encode(cps.with_flat_values(flat), "UTF-8")
 
+  def _segment(self, texts: tf.Tensor) -> tf.RaggedTensor:
+    """SentencePiece ids of texts: tf.string [B] -> tf.int32 [B, (n)]."""
+    # The older sentencepiece inside SentencepieceTokenizer breaks ties
+    # between equal-score segmentations otherwise than sentencepiece 0.2, so
+    # it only normalizes and finds unknown characters here.
+    pieces = self._vocab.tokenize(texts)
+    flat = pieces.flat_values
+    # The fast encoder charges an unknown character once per UTF-8 byte,
+    # sentencepiece once per character: make each one byte long (U+0000 is
+    # unknown too and normalizes to itself) so that path scores, and their
+    # float rounding, agree.
+    flat = tf.where(tf.equal(self._vocab.string_to_id(flat), 0),
+                    tf.strings.regex_replace(flat, "(?s).", "\x00"), flat)
+    normalized = tf.strings.reduce_join(pieces.with_flat_values(flat),
+                                        axis=-1)
+    normalized = tf.strings.regex_replace(normalized, SPIECE_UNDERLINE, " ")
+    return _ragged_int64(self._segmenter.tokenize(normalized))
+
   def encode_ids(self, texts: tf.Tensor,
                  preprocess: bool = True) -> tf.RaggedTensor:
     """Ids as `SentencePieceTokenizer.encode_ids`: tf.string [B] ->
@@ -238,7 +258,7 @@ class GraphTokenizer(tf.Module):
     texts = tf.convert_to_tensor(texts, tf.string)
     if preprocess:
       texts = self.preprocess(texts)
-    ids = _ragged_int64(self._segmenter.tokenize(texts))
+    ids = self._segment(texts)
     flat = ids.flat_values
     n = tf.size(flat, out_type=tf.int64)
     # Unknown pieces come back as "<unk>"; they hold no digit nor comma.
@@ -248,8 +268,8 @@ class GraphTokenizer(tf.Module):
     m = tf.size(picked, out_type=tf.int64)
     opens_word = tf.strings.regex_full_match(picked, "(?s)\u2581.*")
     # The number without its comma and without any "▁", tokenized afresh.
-    sub = _ragged_int64(self._segmenter.tokenize(
-        tf.strings.regex_replace(picked, SPIECE_UNDERLINE + "|,\\z", "")))
+    sub = self._segment(
+        tf.strings.regex_replace(picked, SPIECE_UNDERLINE + "|,\\z", ""))
     values, rows = sub.flat_values, sub.value_rowids()
     first = (tf.range(tf.size(values, out_type=tf.int64))
              == tf.gather(sub.row_starts(), rows))

@@ -126,3 +126,20 @@ def test_bad_flags_are_one_line_errors(records, tmp_path):
   assert re.match(r"run_pretrain: .*record_info-train-0-0.*built with "
                   r"seq_len=32, this run asks seq_len=64", res_text), res_text
   assert "Traceback" not in res.stderr
+
+
+def test_mirrored_over_two_logical_cpus(shared, records, tmp_path):
+  """Each replica gets its own forward/backward halves: records built for
+  two cores per host, two replicas of batch 2."""
+  cfg2 = pd.PretrainDataConfig(**dict(CFG.to_dict(), num_core_per_host=2))
+  src = glob.glob(os.path.join(os.path.dirname(records), "..", "corpus.txt"))
+  sp = os.path.join(shared, "data", "spiece", "spiece.model")
+  create_pretrain_data(src, cfg2, str(tmp_path / "data"), sp, seed=1)
+  res = subprocess.run(
+      _cmd(str(tmp_path / "data" / "tfrecords"), tmp_path / "m", 20,
+           ["--iterations=10", "--strategy=mirrored", "--num_cpu_devices=2"]),
+      cwd=ROOT, capture_output=True, text=True, timeout=600)
+  assert res.returncode == 0, res.stderr[-2000:]
+  assert [s for s, _ in _losses(res.stderr)] == [10, 20]
+  assert re.search(r"Using MirroredStrategy with devices \(.*device:CPU:0.*"
+                   r"device:CPU:1", res.stderr)

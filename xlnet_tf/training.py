@@ -25,6 +25,7 @@ import tf_keras as keras
 from absl import logging
 
 from data_utils.progress import format_seconds
+from xlnet_tf.building import build_once
 
 STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
 
@@ -138,7 +139,9 @@ class Trainer:
     self.strategy = strategy or make_strategy(opts.strategy, opts.tpu)
     self.replicas = self.strategy.num_replicas_in_sync
     with self.strategy.scope():
+      # Built here: variables created outside the scope are not mirrored.
       self.model = task.build_model()
+      build_once(self.model)
       self.optimizer = make_optimizer(opts)
       self.checkpoint = tf.train.Checkpoint(model=self.model,
                                             optimizer=self.optimizer)
@@ -161,13 +164,10 @@ class Trainer:
     if latest:
       self.checkpoint.restore(latest).assert_existing_objects_matched()
       logging.info("resumed from %s at step %d", latest, self.step)
-    else:
-      from xlnet_tf.building import build_once
-      build_once(self.model)
-      if self.opts.init_checkpoint:
-        report = load_checkpoint(self.model, self.opts.init_checkpoint)
-        if report is not None:
-          logging.info("init_checkpoint: %s", report.summary())
+    elif self.opts.init_checkpoint:
+      report = load_checkpoint(self.model, self.opts.init_checkpoint)
+      if report is not None:
+        logging.info("init_checkpoint: %s", report.summary())
     return self.step
 
   def _make_state(self, per_replica_batch: int) -> None:
