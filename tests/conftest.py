@@ -71,3 +71,18 @@ def golden(shared):
 def assert_close(actual, expected, atol=1e-5, rtol=1e-5, name=""):
   np.testing.assert_allclose(np.asarray(actual), np.asarray(expected),
                              atol=atol, rtol=rtol, err_msg=name)
+
+
+def corpus_slice(shared_path, directory, n_lines):
+  """Writes the first `n_lines` of the shared English corpus to
+  `directory/corpus.txt`; returns its path."""
+  src = os.path.join(shared_path, "data", "corpus", "gutenberg_state_union.txt")
+  out = os.path.join(str(directory), "corpus.txt")
+  with open(src, encoding="utf-8") as f, open(out, "w", encoding="utf-8") as g:
+    for _, line in zip(range(n_lines), f):
+      g.write(line)
+  return out
+
+
+def spiece_path(shared_path):
+  return os.path.join(shared_path, "data", "spiece", "spiece.model")

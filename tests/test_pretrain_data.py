@@ -15,6 +15,7 @@ from data_utils.create_pretrain_data import create_pretrain_data
 from data_utils.pretrain_reader import (expand_example, load_record_infos,
                                         pretrain_dataset)
 from data_utils.tokenization import CLS_ID, SEP_ID
+from conftest import corpus_slice, spiece_path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CFG = pd.PretrainDataConfig(seq_len=32, reuse_len=16, bsz_per_host=4,
@@ -49,16 +50,12 @@ def _perm_mask_by_the_rule(tokens, order, target_pos, target_mask, reuse_len):
 @pytest.fixture(scope="module")
 def built(shared, tmp_path_factory):
   """Records from the first 1500 lines of the real corpus, two passes."""
-  src = os.path.join(shared, "data", "corpus", "gutenberg_state_union.txt")
   work = tmp_path_factory.mktemp("pretrain")
-  corpus = work / "corpus.txt"
-  with open(src, encoding="utf-8") as f, open(corpus, "w") as g:
-    for _, line in zip(range(1500), f):
-      g.write(line)
-  sp = os.path.join(shared, "data", "spiece", "spiece.model")
-  infos = create_pretrain_data([str(corpus)], CFG, str(work / "out"), sp,
+  corpus = corpus_slice(shared, work, 1500)
+  sp = spiece_path(shared)
+  infos = create_pretrain_data([corpus], CFG, str(work / "out"), sp,
                                pass_ids=[0, 1], seed=7)
-  return {"dir": work, "sp": sp, "corpus": str(corpus), "infos": infos}
+  return {"dir": work, "sp": sp, "corpus": corpus, "infos": infos}
 
 
 def _records(path, limit=None):

@@ -17,6 +17,7 @@ import xlnet_tf as xt
 from data_utils import pretrain_data as pd
 from data_utils.create_pretrain_data import create_pretrain_data
 from data_utils.pretrain_reader import pretrain_dataset
+from conftest import corpus_slice, spiece_path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CFG = pd.PretrainDataConfig(seq_len=32, reuse_len=16, bsz_per_host=4,
@@ -29,14 +30,9 @@ MODEL_FLAGS = ["--n_layer=2", "--d_model=32", "--n_head=4", "--d_head=8",
 
 @pytest.fixture(scope="module")
 def records(shared, tmp_path_factory):
-  src = os.path.join(shared, "data", "corpus", "gutenberg_state_union.txt")
   work = tmp_path_factory.mktemp("run_pretrain")
-  corpus = work / "corpus.txt"
-  with open(src, encoding="utf-8") as f, open(corpus, "w") as g:
-    for _, line in zip(range(800), f):
-      g.write(line)
-  sp = os.path.join(shared, "data", "spiece", "spiece.model")
-  create_pretrain_data([str(corpus)], CFG, str(work / "data"), sp,
+  corpus = corpus_slice(shared, work, 800)
+  create_pretrain_data([corpus], CFG, str(work / "data"), spiece_path(shared),
                        pass_ids=[0, 1], seed=1)
   return str(work / "data" / "tfrecords")
 
@@ -132,9 +128,10 @@ def test_mirrored_over_two_logical_cpus(shared, records, tmp_path):
   """Each replica gets its own forward/backward halves: records built for
   two cores per host, two replicas of batch 2."""
   cfg2 = pd.PretrainDataConfig(**dict(CFG.to_dict(), num_core_per_host=2))
-  src = glob.glob(os.path.join(os.path.dirname(records), "..", "corpus.txt"))
-  sp = os.path.join(shared, "data", "spiece", "spiece.model")
-  create_pretrain_data(src, cfg2, str(tmp_path / "data"), sp, seed=1)
+  corpus = os.path.join(os.path.dirname(os.path.dirname(records)),
+                        "corpus.txt")
+  create_pretrain_data([corpus], cfg2, str(tmp_path / "data"),
+                       spiece_path(shared), seed=1)
   res = subprocess.run(
       _cmd(str(tmp_path / "data" / "tfrecords"), tmp_path / "m", 20,
            ["--iterations=10", "--strategy=mirrored", "--num_cpu_devices=2"]),
