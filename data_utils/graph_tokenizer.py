@@ -2,51 +2,64 @@
 
 `GraphTokenizer` owns the TensorFlow-op version of
 `tokenization.SentencePieceTokenizer.encode_ids`: `preprocess_text`, the
-SentencePiece model (a `tensorflow_text.SentencepieceTokenizer` resource that
-is tracked, so it is saved with the module) and the "digit," re-split. It
-takes a batch of strings, `tf.string [B]`, and returns `tf.int32 [B, (n)]`
-ragged ids; no Python runs at call time.
+SentencePiece model and the "digit," re-split. It maps a batch of strings,
+`tf.string [B]`, to ragged ids, `tf.int32 [B, (n)]`; no Python runs at call
+time. The model lives in a tracked `tensorflow_text.SentencepieceTokenizer`
+resource and in constants of `tensorflow_text.FastSentencepieceTokenizer`,
+so a module holding a `GraphTokenizer` saves it with its functions.
 
-Exactness. The Unicode tests of `preprocess_text` and of the re-split
-(`str.isspace`, `unicodedata.combining`, `str.isdigit`, `str.lower`) are
-compiled at construction into RE2 character classes and a code-point table
-drawn from this Python's own Unicode database (14.0 for Python 3.11), so
-they agree code point for code point. RE2's categories would not: `\\p{Mn}`
-matches 1098 code points with combining class 0 (e.g. U+0F71, U+1BE6) and
-misses 25 with a nonzero class (spacing marks of category Mc such as
-U+1D165; U+1734); `\\s` is ASCII only where `str.split()` also splits at
-U+0085, U+00A0, U+1680, U+2000-U+200A, U+2028/9, U+202F, U+205F, U+3000 and
-U+001C-U+001F. The ICU-backed ops need three repairs, each exact:
-  * `tensorflow_text.normalize_utf8` (ICU with Unicode 16) decomposes 118
-    code points that Python 3.11 has as unassigned (e.g. U+1CCD6, an
-    "outlined A" that would become "A"). Runs of code points unassigned in
-    Python are split off first and kept unnormalized; since Python treats
-    them as starters without decomposition, NFKD of the rest is the same.
-  * `tf.strings.lower(..., encoding="utf-8")` (ICU with Unicode 13) leaves
-    the 40 capitals added in Unicode 14 (U+2C2F, U+A7C0, U+A7D0, U+A7D6,
-    U+A7D8, U+10570-U+10595) unchanged; a table of Python's one-to-one
-    lower-case mappings is applied after it. ICU still does the contextual
-    final sigma and U+0130 -> "i\\u0307", as `str.lower` does.
-    (`tensorflow_text.case_fold_utf8` is not a lower-casing: it applies NFKC
-    and full case folding, "ß" -> "ss"; 9407 code points differ.)
-  * `tf.strings.lower` truncates a string at U+0000; the text is lowered
-    between U+0000s, which are also boundaries of the final-sigma rule.
-What remains: ICU's Unicode 13 case properties decide the final-sigma
-context, so a capital sigma next to a letter or mark new in Unicode 14 can
-lower differently (theoretical; never seen in the data below). Measured
-against `SentencePieceTokenizer.encode_ids` (tests/test_graph_tokenizer.py),
-ids differ on 0 of 2000 corpus paragraphs, 0 of 872 SST-2 dev sentences and
-0 of 400 IMDB reviews, cased and uncased; `preprocess` equals
-`preprocess_text` on every code point, alone and in context.
-
-Not covered: subword sampling (`encode_ids(sample=True)`) and
-`remove_space=False`.
+Exactness. Measured against the Python path: identical ids, cased and
+uncased, on all 43,319 corpus paragraphs, the 5,000 IMDB reviews, SQuAD dev
+(2,067 contexts, 10,570 questions), SST-2 dev, every code point alone and
+24 at a time, and 70,000 synthetic strings (numbers with commas, runs of a
+repeated character after unknown ones, accents, U+0000); `preprocess`
+equals `preprocess_text` on all of these in all four modes, and on 30,000
+strings made for the final-sigma rule. What it takes:
+  * Unicode tests come from this Python's own database (14.0 for Python
+    3.11), compiled at construction into RE2 classes and code-point tables:
+    `str.isspace` (RE2's `\\s` is ASCII only, while `str.split()` also
+    splits at U+0085, U+00A0, U+1680, U+2000-U+200A, U+2028/9, U+202F,
+    U+205F, U+3000 and U+001C-U+001F), `unicodedata.combining` (RE2's
+    `\\p{Mn}` would remove 1,098 code points whose combining class is 0,
+    e.g. U+0F71, and keep 25 whose class is not, e.g. U+1D165; `\\p{M}`
+    would remove 1,538 too many) and `str.isdigit` (`\\d` is ASCII only).
+  * Lower-casing is done on code points with Python's own mappings and its
+    final-sigma rule (cased and case-ignorable characters probed from
+    `str.lower`). ICU's `tf.strings.lower(..., encoding="utf-8")` was no
+    match: its Unicode 13 data leaves the 40 capitals new in 14.0 (U+2C2F,
+    U+A7C0, U+A7D0, U+A7D6, U+A7D8, U+10570-U+10595), decides final sigma
+    otherwise than Python next to 304 characters (834 of 1.13 million
+    contexts tried), and truncates a string at U+0000. `tensorflow_text.case_fold_utf8` is no
+    lower-casing at all (NFKC and full folding, "ß" -> "ss": 9,407 code
+    points differ).
+  * NFKD is `tensorflow_text.normalize_utf8` (ICU with Unicode 16), which
+    also decomposes 118 code points that Python 3.11 has as unassigned
+    (e.g. U+1CCD6 OUTLINED LATIN CAPITAL LETTER A -> "A"). Runs of code
+    points unassigned for Python are split off and kept as they are; Python
+    treats them as starters without decomposition, so NFKD of the rest is
+    the same. The split (`regex_split`) stops at U+0000, so the text is
+    normalized between U+0000s, also a starter.
+  * Segmentation is `FastSentencepieceTokenizer`: the sentencepiece inside
+    `SentencepieceTokenizer` is older and breaks ties between segmentations
+    of equal score (the same pieces in another order, e.g. "!!!" "!!!!" vs
+    "!!!!" "!!!") otherwise than the sentencepiece 0.2 of the Python path:
+    59 of the 5,000 IMDB reviews and 13% of sentences with a run of one
+    repeated character differ. The fast encoder agrees, except that it
+    charges an unknown character's penalty per UTF-8 byte instead of per
+    character, which shifts later path scores and so their float rounding
+    (10% of such runs after an unknown character differed). So the text
+    goes through `SentencepieceTokenizer` first, for normalization and the
+    unknown characters, which become one U+0000 each (itself unknown), and
+    the fast encoder segments that.
+Residual differences: none found. Invalid UTF-8 (impossible from a Python
+`str`) is not covered, nor subword sampling (`encode_ids(sample=True)`),
+nor `remove_space=False`.
 
 Example (needs the model file):
   tok = GraphTokenizer("spiece.model")
   tok.tokenize(tf.constant(["born in 2000, and"]))
-  # <tf.RaggedTensor [[2081, 25, 2038, 19, 21]]> -- pieces
-  # ['▁born', '▁in', '▁2000', ',', '▁and'], as the Python path gives
+  # <tf.RaggedTensor [[1094, 25, 1356, 19, 21]]>: the pieces
+  # "▁born" "▁in" "▁2000" "," "▁and", as the Python path gives them
 """
 
 from __future__ import annotations
@@ -63,13 +76,21 @@ import tensorflow_text as tf_text
 from data_utils.tokenization import (SPECIAL_SYMBOLS, SPIECE_UNDERLINE,
                                      TokenizerError)
 
+_CAPITAL_SIGMA, _SMALL_SIGMA, _FINAL_SIGMA = 0x3A3, 0x3C3, 0x3C2
+# Classes of code points for the final-sigma rule.
+_NEITHER, _CASE_IGNORABLE, _CASED = 0, 1, 2
+
+
 class _UnicodeTables(NamedTuple):
   space: str        # RE2 class: str.isspace
   combining: str    # RE2 class: unicodedata.combining(c) != 0
   digit: str        # RE2 class: str.isdigit
   unassigned: str   # RE2 class: category Cn (Python leaves these alone)
-  lower_keys: np.ndarray    # int32, sorted code points ...
-  lower_values: np.ndarray  # ... and their one-code-point str.lower
+  lower_keys: np.ndarray    # int32 [K], sorted code points ...
+  lower_values: np.ndarray  # ... int32 [K], their one-code-point str.lower
+  lower_multi: Tuple[Tuple[str, str], ...]  # str.lower of several (U+0130)
+  case_starts: np.ndarray   # int32 [R], starts of runs of code points ...
+  case_classes: np.ndarray  # ... int32 [R], their final-sigma class
 
 
 def _re2_class(ranges: List[Tuple[int, int]]) -> str:
@@ -80,13 +101,25 @@ def _re2_class(ranges: List[Tuple[int, int]]) -> str:
   return "[" + "".join(parts) + "]"
 
 
+def _sigma_class(c: str) -> int:
+  """How `str.lower` treats `c` next to a capital sigma."""
+  # Ignorable: skipped both ways. Cased (and not ignorable): makes a sigma
+  # after it final, one before it not. Neither: stops the search.
+  after_cased = ("A" + c + "\u03a3").lower()[-1] == "\u03c2"
+  before_nothing = ("A\u03a3" + c).lower()[1] == "\u03c2"
+  if after_cased and before_nothing:
+    return _CASE_IGNORABLE
+  return _CASED if after_cased else _NEITHER
+
+
 @functools.lru_cache(maxsize=None)
 def unicode_tables() -> _UnicodeTables:
-  """This Python's Unicode data as RE2 classes and a lowercase table (one
-  pass over all code points, about a second; cached)."""
+  """This Python's Unicode data as RE2 classes and code-point tables (one
+  pass over all code points, under a second; cached)."""
   names = ("space", "combining", "digit", "unassigned")
   ranges = {name: [] for name in names}
-  keys, values = [], []
+  keys, values, multi = [], [], []
+  starts, classes = [], []
 
   def add(name, cp):
     r = ranges[name]
@@ -96,9 +129,14 @@ def unicode_tables() -> _UnicodeTables:
       r.append((cp, cp))
 
   for cp in range(sys.maxunicode + 1):
-    if 0xD800 <= cp <= 0xDFFF:  # surrogates never occur in UTF-8
-      continue
+    surrogate = 0xD800 <= cp <= 0xDFFF  # never in UTF-8
     c = chr(cp)
+    cls = _NEITHER if surrogate else _sigma_class(c)
+    if not classes or classes[-1] != cls:
+      starts.append(cp)
+      classes.append(cls)
+    if surrogate:
+      continue
     if c.isspace():
       add("space", cp)
     if unicodedata.combining(c):
@@ -108,14 +146,20 @@ def unicode_tables() -> _UnicodeTables:
     if unicodedata.category(c) == "Cn":
       add("unassigned", cp)
     low = c.lower()
-    # Sigma is contextual and U+0130 maps to two code points: ICU does both.
-    if low != c and len(low) == 1 and c != "\u03a3":
+    if low == c or cp == _CAPITAL_SIGMA:
+      continue
+    if len(low) == 1:
       keys.append(cp)
       values.append(ord(low))
+    else:
+      multi.append((c, low))
   return _UnicodeTables(
       *(_re2_class(ranges[name]) for name in names),
       lower_keys=np.asarray(keys, np.int32),
-      lower_values=np.asarray(values, np.int32))
+      lower_values=np.asarray(values, np.int32),
+      lower_multi=tuple(multi),
+      case_starts=np.asarray(starts, np.int32),
+      case_classes=np.asarray(classes, np.int32))
 
 
 def _read_model(model: Union[str, bytes]) -> bytes:
@@ -163,12 +207,15 @@ class GraphTokenizer(tf.Module):
     self.keep_accents = bool(keep_accents)
     tables = unicode_tables()
     self._space_re = tables.space + "+"
-    self._combining_re = tables.combining
+    self._combining_re = r"\p{Mn}"
     self._unassigned_re = tables.unassigned + "+"
     self._digit_comma_re = "(?s).*" + tables.digit + ","
+    self._lower_multi = tables.lower_multi
     with tf.init_scope():
       self._lower_keys = tf.constant(tables.lower_keys)
       self._lower_values = tf.constant(tables.lower_values)
+      self._case_starts = tf.constant(tables.case_starts)
+      self._case_classes = tf.constant(tables.case_classes)
       try:
         # SentencePiece's normalizer, its unknown characters and the
         # vocabulary both ways; a tracked resource.
@@ -199,19 +246,15 @@ class GraphTokenizer(tf.Module):
     texts = tf.strings.regex_replace(texts, r"\A | \z", "")
     texts = tf.strings.regex_replace(texts, "``", '"')
     texts = tf.strings.regex_replace(texts, "''", '"')
-    if self.keep_accents and not self.lower:
-      return texts
-    # regex_split and tf.strings.lower stop at U+0000: work between them.
-    # U+0000 is a starter and neither cased nor case-ignorable, so NFKD and
-    # the final-sigma rule give the same result part by part.
-    parts = tf.strings.split(texts, sep="\x00")
-    flat = parts.flat_values
     if not self.keep_accents:
-      flat = self._nfkd(flat)
+      # regex_split stops at U+0000: normalize between them.
+      parts = tf.strings.split(texts, sep="\x00")
+      flat = self._nfkd(parts.flat_values)
       flat = tf.strings.regex_replace(flat, self._combining_re, "")
+      texts = _join_with_nul(parts.with_flat_values(flat))
     if self.lower:
-      flat = self._lower(flat)
-    return _join_with_nul(parts.with_flat_values(flat))
+      texts = self._lower(texts)
+    return texts
 
   def _nfkd(self, texts: tf.Tensor) -> tf.Tensor:
     # ICU knows characters Python 3.11 does not: keep those runs as they are.
@@ -223,15 +266,35 @@ class GraphTokenizer(tf.Module):
     return tf.strings.reduce_join(parts.with_flat_values(flat), axis=-1)
 
   def _lower(self, texts: tf.Tensor) -> tf.Tensor:
-    texts = tf.strings.lower(texts, encoding="utf-8")
-    # Then Python's one-to-one mappings, for capitals ICU does not know yet.
+    """`str.lower` of each string, on code points."""
     cps = tf.strings.unicode_decode(texts, "UTF-8")
     flat = cps.flat_values
+    n = tf.size(flat, out_type=tf.int64)
     pos = tf.searchsorted(self._lower_keys, flat)
     pos = tf.minimum(pos, tf.size(self._lower_keys) - 1)
     hit = tf.gather(self._lower_keys, pos) == flat
-    flat = tf.where(hit, tf.gather(self._lower_values, pos), flat)
-    return tf.strings.unicode_encode(cps.with_flat_values(flat), "UTF-8")
+    lowered = tf.where(hit, tf.gather(self._lower_values, pos), flat)
+    # A capital sigma is final when the nearest code point before it that is
+    # not case-ignorable is cased, and the nearest one after it is not.
+    run = tf.searchsorted(self._case_starts, flat, side="right") - 1
+    cls = tf.concat([tf.gather(self._case_classes, run), [_NEITHER]], 0)
+    stop = tf.not_equal(cls[:-1], _CASE_IGNORABLE)
+    stops = tf.concat([tf.boolean_mask(tf.range(n), stop), [n]], 0)
+    before = tf.cumsum(tf.cast(stop, tf.int64), exclusive=True)
+    prev = tf.gather(stops, tf.maximum(before - 1, 0))
+    nxt = tf.gather(stops, before + tf.cast(stop, tf.int64))
+    rows = cps.value_rowids()
+    cased_before = ((before > 0) & (prev >= tf.gather(cps.row_starts(), rows))
+                    & tf.equal(tf.gather(cls, prev), _CASED))
+    cased_after = ((nxt < tf.gather(cps.row_limits(), rows))
+                   & tf.equal(tf.gather(cls, nxt), _CASED))
+    sigma = tf.where(cased_before & ~cased_after, _FINAL_SIGMA, _SMALL_SIGMA)
+    lowered = tf.where(tf.equal(flat, _CAPITAL_SIGMA), sigma, lowered)
+    texts = tf.strings.unicode_encode(cps.with_flat_values(lowered), "UTF-8")
+    for upper, lower in self._lower_multi:
+      texts = tf.strings.regex_replace(
+          texts, f"\\x{{{ord(upper):X}}}", lower.replace("\\", "\\\\"))
+    return texts
 
   def _segment(self, texts: tf.Tensor) -> tf.RaggedTensor:
     """SentencePiece ids of texts: tf.string [B] -> tf.int32 [B, (n)]."""

@@ -8,6 +8,7 @@ trip.
 
 import glob
 import os
+import random
 import sys
 
 import numpy as np
@@ -113,11 +114,48 @@ def test_real_text_ids_identical(tokenizers, real_text, name, lower):
   assert mismatches(graph, python, real_text[name]) == []
 
 
+def test_ties_after_unknown_characters(tokenizers, real_text):
+  # Runs of one character have segmentations of equal score; which one wins
+  # depends on float rounding, hence on an unknown character's penalty.
+  graph, python = tokenizers(False)
+  rng = random.Random(0)
+  words = " ".join(real_text["corpus"][:200]).split()
+  texts = []
+  for _ in range(3000):
+    w = rng.sample(words, 3)
+    unknown = "".join(rng.choice(["\u0662", "\u0138", "\U0001f642", "\x00",
+                                  "\ua66e"]) for _ in range(rng.randint(0, 2)))
+    run = rng.choice("!?.*-=xeAZ05") * rng.randint(2, 30)
+    texts.append(f"{w[0]} {unknown}{w[1]}{run}{rng.choice(['', ',', '1,'])} "
+                 f"{w[2]}")
+  assert mismatches(graph, python, texts) == []
+
+
+@pytest.mark.parametrize("keep_accents", [False, True])
+def test_lowercase_contexts(tokenizers, keep_accents):
+  # Final sigma: cased, case-ignorable (some only since Unicode 14) and
+  # other neighbours; U+0130 -> "i\u0307"; capitals new in Unicode 14.
+  graph, _ = tokenizers(True, keep_accents)
+  rng = random.Random(1)
+  alphabet = ["\u03a3"] * 3 + ["A", "a", "\u03c3", "\u0301", "\u00ad", "'",
+                                 ".", ":", "\u02b0", "\u0345", "\u0890",
+                                 "\u0130", "\x00", " ", "1", "\u2c2f",
+                                 "\U0001ccd6", "\u01c5"]
+  texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+           for _ in range(5000)]
+  got = graph.preprocess(tf.constant(texts)).numpy()
+  bad = [t for t, g in zip(texts, got)
+         if g.decode("utf-8") != preprocess_text(t, lower=True,
+                                                 keep_accents=keep_accents)]
+  assert bad == []
+
+
 @pytest.mark.parametrize("lower,keep_accents", [(False, False), (True, False)])
-def test_preprocess_every_code_point(tokenizers, lower, keep_accents):
-  graph, _ = tokenizers(lower, keep_accents)
+def test_every_code_point(tokenizers, lower, keep_accents):
+  graph, python = tokenizers(lower, keep_accents)
   cps = [c for c in range(sys.maxunicode + 1) if not 0xD800 <= c <= 0xDFFF]
-  # Each code point alone, then 24 at a time with spaces, for context.
+  # Each code point alone, then 24 at a time with spaces, for context; the
+  # latter also through to ids.
   texts = [chr(c) for c in cps]
   texts += ["".join(chr(c) + " " * (j % 3 == 0)
                     for j, c in enumerate(cps[i:i + 24]))
@@ -127,6 +165,8 @@ def test_preprocess_every_code_point(tokenizers, lower, keep_accents):
          if g.decode("utf-8") != preprocess_text(t, lower=lower,
                                                  keep_accents=keep_accents)]
   assert bad == []
+  chunks = texts[len(cps):]
+  assert mismatches(graph, python, chunks) == []
 
 
 def test_saved_model_round_trip(model_path, tokenizers, real_text, tmp_path):

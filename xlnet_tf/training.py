@@ -1,8 +1,7 @@
 """The one training loop every entry script uses.
 
-It owns: the distribution strategy, the optimizer (Model Garden's AdamW with
-linear warm-up then linear decay to `min_lr_ratio`, global-norm clipping
-after the cross-replica all-reduce), state carried from step to step per
+It owns: the distribution strategy, the optimizer (`optimization.py`;
+global-norm clipping after the cross-replica all-reduce), state carried from step to step per
 replica (XLNet's memory), TensorBoard summaries (loss, learning rate,
 gradient norm, tokens/s), checkpoints every `save_steps` and exact
 resumption of step, optimizer state and input position.
@@ -26,6 +25,7 @@ from absl import logging
 
 from data_utils.progress import format_seconds
 from xlnet_tf.building import build_once
+from xlnet_tf.optimization import make_optimizer
 
 STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
 
@@ -47,6 +47,8 @@ class TrainOptions:
   strategy: str = "default"
   tpu: Optional[str] = None
   init_checkpoint: Optional[str] = None
+  decay_method: str = "poly"     # 'poly' (linear) or 'cos'
+  lr_layer_decay_rate: float = 1.0
 
   def validate(self) -> None:
     if self.train_steps <= 0:
@@ -58,6 +60,12 @@ class TrainOptions:
     if not 0 <= self.warmup_steps <= self.train_steps:
       raise ValueError(f"warmup_steps ({self.warmup_steps}) must be in "
                        f"[0, train_steps={self.train_steps}]")
+    if self.decay_method not in ("poly", "cos"):
+      raise ValueError(f"decay_method must be 'poly' or 'cos', got "
+                       f"{self.decay_method!r}")
+    if not 0 < self.lr_layer_decay_rate <= 1:
+      raise ValueError(f"lr_layer_decay_rate must be in (0, 1], got "
+                       f"{self.lr_layer_decay_rate}")
     if self.strategy not in STRATEGIES:
       raise ValueError(f"strategy must be one of {STRATEGIES}, got "
                        f"{self.strategy!r}")
@@ -101,33 +109,6 @@ def make_strategy(name: str, tpu: Optional[str] = None
   raise ValueError(f"strategy must be one of {STRATEGIES}, got {name!r}")
 
 
-def make_optimizer(opts: TrainOptions):
-  """AdamW (decay excludes LayerNorm and biases, as the original) with the
-  original's schedule: linear warm-up from 0, then linear decay from
-  `learning_rate` to `learning_rate * min_lr_ratio` at `train_steps`."""
-  from official.modeling import optimization
-  decay_steps = max(opts.train_steps - opts.warmup_steps, 1)
-  config = optimization.OptimizationConfig({
-      "optimizer": {"type": "adamw", "adamw": {
-          "weight_decay_rate": opts.weight_decay,
-          "epsilon": opts.adam_epsilon,
-          "exclude_from_weight_decay": ["LayerNorm", "layer_norm", "bias"],
-          "gradient_clip_norm": 0.0,  # clipped in the step, after all-reduce
-      }},
-      "learning_rate": {"type": "polynomial", "polynomial": {
-          "initial_learning_rate": opts.learning_rate,
-          "decay_steps": decay_steps,
-          "end_learning_rate": opts.learning_rate * opts.min_lr_ratio,
-          "power": 1.0, "offset": opts.warmup_steps,
-      }},
-      "warmup": ({"type": "linear", "linear": {
-          "warmup_steps": opts.warmup_steps, "warmup_learning_rate": 0.0}}
-                 if opts.warmup_steps else {}),
-  })
-  factory = optimization.OptimizerFactory(config)
-  return factory.build_optimizer(factory.build_learning_rate())
-
-
 class Trainer:
   """Builds the model under the strategy, restores or initialises, trains."""
 
@@ -142,7 +123,9 @@ class Trainer:
       # Built here: variables created outside the scope are not mirrored.
       self.model = task.build_model()
       build_once(self.model)
-      self.optimizer = make_optimizer(opts)
+      self.optimizer = make_optimizer(
+          opts, n_layer=getattr(getattr(self.model, "config", None),
+                                "n_layer", 0))
       self.checkpoint = tf.train.Checkpoint(model=self.model,
                                             optimizer=self.optimizer)
       self.loss_metric = keras.metrics.Mean("loss")
