@@ -87,14 +87,11 @@ def main(argv):
   from xlnet_tf.checkpoint import CheckpointError, save_original_checkpoint
   from xlnet_tf.config import ConfigError
   from xlnet_tf.tasks import PretrainTask
-  from xlnet_tf.training import TrainOptions, Trainer, write_run_files
+  from xlnet_tf.training import (TrainOptions, Trainer, split_cpu,
+                                 write_run_files)
 
   f = FLAGS
-  if f.num_cpu_devices:
-    import tensorflow as tf
-    cpu = tf.config.list_physical_devices("CPU")[0]
-    tf.config.set_logical_device_configuration(
-        cpu, [tf.config.LogicalDeviceConfiguration()] * f.num_cpu_devices)
+  split_cpu(f.num_cpu_devices)
   try:
     if f.d_embed is not None and f.d_embed != f.d_model:
       raise ConfigError(f"--d_embed ({f.d_embed}) must equal --d_model "

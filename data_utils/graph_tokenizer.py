@@ -29,9 +29,9 @@ strings made for the final-sigma rule. What it takes:
     match: its Unicode 13 data leaves the 40 capitals new in 14.0 (U+2C2F,
     U+A7C0, U+A7D0, U+A7D6, U+A7D8, U+10570-U+10595), decides final sigma
     otherwise than Python next to 304 characters (834 of 1.13 million
-    contexts tried), and truncates a string at U+0000. `tensorflow_text.case_fold_utf8` is no
-    lower-casing at all (NFKC and full folding, "ß" -> "ss": 9,407 code
-    points differ).
+    contexts tried), and truncates a string at U+0000.
+    `tensorflow_text.case_fold_utf8` is no lower-casing at all (NFKC and
+    full case folding, "ß" -> "ss": 9,407 code points differ).
   * NFKD is `tensorflow_text.normalize_utf8` (ICU with Unicode 16), which
     also decomposes 118 code points that Python 3.11 has as unassigned
     (e.g. U+1CCD6 OUTLINED LATIN CAPITAL LETTER A -> "A"). Runs of code
@@ -207,7 +207,7 @@ class GraphTokenizer(tf.Module):
     self.keep_accents = bool(keep_accents)
     tables = unicode_tables()
     self._space_re = tables.space + "+"
-    self._combining_re = r"\p{Mn}"
+    self._combining_re = tables.combining
     self._unassigned_re = tables.unassigned + "+"
     self._digit_comma_re = "(?s).*" + tables.digit + ","
     self._lower_multi = tables.lower_multi
@@ -226,6 +226,9 @@ class GraphTokenizer(tf.Module):
         specials = self._vocab.string_to_id(
             tf.constant(list(SPECIAL_SYMBOLS))).numpy().tolist()
         self._comma_id = int(self._vocab.string_to_id(",").numpy())
+        nul_pieces = self._vocab.tokenize(tf.constant(["a\x00b"]))
+        nul_ok = (b"\x00" in nul_pieces.flat_values.numpy().tolist()
+                  and int(self._vocab.string_to_id("\x00").numpy()) == 0)
       except (tf.errors.OpError, RuntimeError, ValueError) as e:
         raise TokenizerError(
             f"{where}: not a SentencePiece model ({e})") from None
@@ -234,6 +237,10 @@ class GraphTokenizer(tf.Module):
         raise TokenizerError(
             f"{where}: {symbol} has id {got}, XLNet needs {expected} (train "
             "it with XLNet's special symbols)")
+    if not nul_ok:
+      # `_segment` stands U+0000 in for unknown characters.
+      raise TokenizerError(
+          f"{where}: U+0000 must stay an unknown character of the model")
 
   @property
   def vocab_size(self) -> int:
@@ -370,7 +377,8 @@ class GraphTokenizer(tf.Module):
 
     Example (needs the model file):
       GraphTokenizer("spiece.model").tokenize(tf.constant(["In 1,234, x"]))
-      # pieces ['▁In', '▁1,234', ',', '▁', 'x'] -> their ids
+      # <tf.RaggedTensor [[67, 17, 13810, 3489, 19, 3512]]>: the pieces
+      # "▁In" "▁" "1,2" "34" "," "▁x" ("▁1,234," re-split)
     """
     return self.encode_ids(texts)
 

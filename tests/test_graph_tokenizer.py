@@ -31,7 +31,7 @@ TARGETED = [
     " \t ",
     "Ὀδυσσεύς ΟΔΥΣΣΕΥΣ ΑΣ. Σ",   # final sigma
     "İstanbul ǅ ﬁ ｆｕｌｌ ① ²",    # multi-code-point and compat mappings
-    "a\x00b Σ\x00Σ ΑΣ\x00",        # U+0000 stops tf.strings.lower
+    "a\x00b Σ\x00Σ ΑΣ\x00",        # U+0000 stops regex_split
     "\u2c2f \ua7c0 \U00010570",    # capitals new in Unicode 14
     "\U0001ccd6 \U000105c9",       # Unicode 16, unassigned for Python 3.11
     "x\u2581y \u2581 1\u2581,",    # a literal "▁" in the text

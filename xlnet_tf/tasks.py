@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from typing import List, Tuple
 
+import tensorflow as tf
+
 from xlnet_tf.config import RunOptions, XLNetConfig
-from xlnet_tf.models import XLNetPretrainer
+from xlnet_tf.models import (XLNetClassifier, XLNetPretrainer, XLNetRegressor,
+                             classification_loss, regression_loss)
 from xlnet_tf.training import TrainTask
 
 
@@ -30,6 +33,46 @@ class PretrainTask(TrainTask):
   def compute_loss(self, model, features, state, training):
     out = model(features, mems=state, training=training)
     return out["loss"], out["new_mems"]
+
+  def tokens_per_example(self) -> int:
+    return self.seq_len
+
+
+class ClassifierTask(TrainTask):
+  """Sequence classification (softmax cross-entropy) or regression (squared
+  error) on `{input_ids, segment_ids, input_mask, label}` batches."""
+
+  def __init__(self, config: XLNetConfig, options: RunOptions, n_class: int,
+               task_name: str, regression: bool = False,
+               summary_type: str = "last", use_proj: bool = True,
+               seq_len: int = 0):
+    self.config = config
+    self.options = options
+    self.n_class = n_class
+    self.task_name = task_name
+    self.regression = regression
+    self.summary_type = summary_type
+    self.use_proj = use_proj
+    self.seq_len = seq_len
+
+  def build_model(self):
+    if self.regression:
+      return XLNetRegressor(self.config, self.options,
+                            task_name=self.task_name,
+                            summary_type=self.summary_type,
+                            use_proj=self.use_proj)
+    return XLNetClassifier(self.config, self.options, n_class=self.n_class,
+                           task_name=self.task_name,
+                           summary_type=self.summary_type,
+                           use_proj=self.use_proj)
+
+  def compute_loss(self, model, features, state, training):
+    out = model(features, training=training)
+    if self.regression:
+      loss = regression_loss(out["score"], features["label"])
+    else:
+      loss = classification_loss(out["logits"], features["label"])
+    return tf.reduce_mean(loss), None
 
   def tokens_per_example(self) -> int:
     return self.seq_len

@@ -91,6 +91,15 @@ class TrainTask:
     return 0
 
 
+def split_cpu(num_devices: int) -> None:
+  """Splits the CPU into `num_devices` logical devices (to run
+  `mirrored` without accelerators); must run before TensorFlow starts."""
+  if num_devices:
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(
+        cpu, [tf.config.LogicalDeviceConfiguration()] * num_devices)
+
+
 def make_strategy(name: str, tpu: Optional[str] = None
                   ) -> tf.distribute.Strategy:
   """'default' (one device), 'mirrored' (all local devices), 'multi_worker'
