@@ -10,7 +10,9 @@ Classifier / regressor signatures:
 
 The raw-text signatures build features exactly as `classifier_data.
 convert_example` (A <sep> B <sep> <cls>, longest-first truncation, LEFT
-padding) with the in-graph tokenizer (`data_utils.graph_tokenizer`).
+padding) with the in-graph tokenizer (`data_utils.graph_tokenizer`). Its TF
+Text ops must be registered before loading: `import tensorflow_text` first,
+and use `xlnet-saved-model-cli` where you would use `saved_model_cli`.
 """
 
 from __future__ import annotations
@@ -182,3 +184,14 @@ def export_classifier(model, export_dir: str, max_seq_length: int,
   server = ClassifierServer(model, max_seq_length, regression, labels,
                             tokenizer)
   return save_atomically(server, server.signatures(), export_dir)
+
+
+def saved_model_cli_main():
+  """`xlnet-saved-model-cli`: TensorFlow's `saved_model_cli` with TF Text's
+  ops registered. The raw-text signatures use TF Text ops, which the stock
+  CLI (like any process) can only load after `import tensorflow_text`."""
+  import sys
+  import tensorflow_text  # noqa: F401  (registers the ops)
+  from tensorflow.python.tools import saved_model_cli
+  sys.argv[0] = "saved_model_cli"
+  sys.exit(saved_model_cli.main())
