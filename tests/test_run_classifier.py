@@ -13,7 +13,7 @@ import tensorflow as tf
 
 import xlnet_tf as xt
 from data_utils import classifier_data as cd
-from data_utils.classifier_records import build_features
+from data_utils.feature_records import build_features
 from data_utils.tokenization import SentencePieceTokenizer
 from xlnet_tf.export import classifier_features, export_classifier
 from xlnet_tf.optimization import layer_lr_factor, make_optimizer
@@ -64,25 +64,22 @@ def test_feature_cache_reuse_and_overwrite(shared, tmp_path):
   tok = SentencePieceTokenizer(spiece_path(shared))
   examples = cd.read_examples("rte", os.path.join(shared, "data", "glue",
                                                   "RTE"), "dev")
-  settings = {"task": "rte", "split": "dev"}
-  first = build_features(examples, tok.encode_ids, 32, ["a", "b"],
-                         str(tmp_path), settings, pad_to_multiple=8) \
-      if False else build_features(examples, tok.encode_ids, 32,
-                                   cd.labels_of("rte"), str(tmp_path),
-                                   settings, pad_to_multiple=8)
+  labels = cd.labels_of("rte")
+
+  def build(length, overwrite=False):
+    return build_features(
+        examples, lambda e: cd.example_features(e, tok.encode_ids, length,
+                                                labels),
+        length, False, str(tmp_path), {"task": "rte", "split": "dev"},
+        pad_to_multiple=8, overwrite=overwrite)
+  first = build(32)
   assert first["num_examples"] == 277 and first["num_records"] == 280
   mtime = os.path.getmtime(first["path"])
-  again = build_features(examples, tok.encode_ids, 32, cd.labels_of("rte"),
-                         str(tmp_path), settings, pad_to_multiple=8)
+  again = build(32)
   assert again["path"] == first["path"]
   assert os.path.getmtime(first["path"]) == mtime
-  other = build_features(examples, tok.encode_ids, 48, cd.labels_of("rte"),
-                         str(tmp_path), settings, pad_to_multiple=8)
-  assert other["path"] != first["path"]
-  rebuilt = build_features(examples, tok.encode_ids, 32, cd.labels_of("rte"),
-                           str(tmp_path), settings, pad_to_multiple=8,
-                           overwrite=True)
-  assert rebuilt["path"] == first["path"]
+  assert build(48)["path"] != first["path"]
+  assert build(32, overwrite=True)["path"] == first["path"]
   assert not [n for n in os.listdir(tmp_path) if n.startswith(".tmp-")]
 
 

@@ -7,8 +7,9 @@ reused unless `overwrite`. Files appear atomically. Eval/predict files are
 padded to a multiple of the batch size with `is_real_example = 0` rows, as
 the original does for TPUs (fixed shapes); metrics ignore them.
 
-Record: input_ids, segment_ids [L] int64; input_mask [L] float (1 = pad);
-label int64 (class id) or float (score); is_real_example int64.
+Record: input_ids, segment_ids [n] int64; input_mask [n] float (1 = pad);
+label int64 (class id) or float (score); is_real_example int64. n is the
+sequence length, or choices x length for multiple choice (RACE).
 """
 
 from __future__ import annotations
@@ -17,12 +18,11 @@ import hashlib
 import json
 import os
 import tempfile
-from typing import Callable, List, Optional
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
 
-from data_utils.classifier_data import InputExample, example_features
 from data_utils.progress import Progress
 
 FORMAT = "xlnet-tf/classifier/v1"
@@ -34,23 +34,24 @@ def _file_stamp(path: str) -> list:
 
 
 def feature_file(output_dir: str, settings: dict) -> str:
-  """`output_dir/<task>.<split>.len-<L>.<hash>.tf_record` for settings."""
+  """`output_dir/<task>.<split>.len-<n>.<hash>.tf_record` for settings."""
   key = hashlib.sha1(json.dumps(settings, sort_keys=True).encode()).hexdigest()
   return os.path.join(output_dir, f"{settings['task']}.{settings['split']}."
-                      f"len-{settings['max_seq_length']}.{key[:12]}.tf_record")
+                      f"len-{settings['record_length']}.{key[:12]}.tf_record")
 
 
-def build_features(examples: List[InputExample],
-                   encode: Callable[[str], List[int]], max_seq_length: int,
-                   labels, output_dir: str, settings: dict,
-                   pad_to_multiple: int = 1, num_passes: int = 1,
-                   overwrite: bool = False, seed: int = 0) -> dict:
-  """Writes (or reuses) the feature file; returns its info dict
-  (`path`, `num_examples` real, `num_records`)."""
-  settings = dict(settings, format=FORMAT, max_seq_length=max_seq_length,
-                  labels=None if labels is None else list(labels),
-                  pad_to_multiple=pad_to_multiple, num_passes=num_passes,
-                  seed=seed)
+def build_features(examples: Sequence, featurize: Callable[[object], dict],
+                   record_length: int, regression: bool, output_dir: str,
+                   settings: dict, pad_to_multiple: int = 1,
+                   num_passes: int = 1, overwrite: bool = False,
+                   seed: int = 0) -> dict:
+  """Writes (or reuses) the feature file of `featurize(example)` dicts
+  (`input_ids`, `segment_ids`, `input_mask` of `record_length`, `label`);
+  returns its info dict (`path`, `num_examples` real, `num_records`).
+  `settings` must name everything else that shapes the features."""
+  settings = dict(settings, format=FORMAT, record_length=record_length,
+                  regression=regression, pad_to_multiple=pad_to_multiple,
+                  num_passes=num_passes, seed=seed)
   os.makedirs(output_dir, exist_ok=True)
   path = feature_file(output_dir, settings)
   info_path = path + ".json"
@@ -74,19 +75,18 @@ def build_features(examples: List[InputExample],
       cache = {}
       for k in order + [-1] * pad:
         if k < 0:
-          feats = {"input_ids": [0] * max_seq_length,
-                   "segment_ids": [0] * max_seq_length,
-                   "input_mask": [1.0] * max_seq_length,
-                   "label": 0.0 if labels is None else 0, "real": 0}
+          feats = {"input_ids": [0] * record_length,
+                   "segment_ids": [0] * record_length,
+                   "input_mask": [1.0] * record_length,
+                   "label": 0.0 if regression else 0, "real": 0}
         else:
           if k not in cache:
-            cache[k] = example_features(examples[k], encode, max_seq_length,
-                                        labels)
+            cache[k] = featurize(examples[k])
             progress.update()
           feats = dict(cache[k], real=1)
           if num_passes == 1:
             del cache[k]
-        writer.write(_serialize(feats, labels is None))
+        writer.write(_serialize(feats, regression))
     os.chmod(tmp, 0o644)
     os.replace(tmp, path)
   finally:
@@ -121,7 +121,7 @@ def _serialize(feats: dict, regression: bool) -> bytes:
       feature=feature)).SerializeToString()
 
 
-def classifier_dataset(path: str, max_seq_length: int, batch_size: int,
+def classifier_dataset(path: str, record_length: int, batch_size: int,
                        regression: bool = False, is_training: bool = False,
                        shuffle_buffer: int = 2048, seed: int = 0,
                        skip_batches: int = 0,
@@ -131,9 +131,9 @@ def classifier_dataset(path: str, max_seq_length: int, batch_size: int,
   is_real_example}`; training repeats and shuffles (seeded), evaluation
   keeps the file order and every record."""
   spec = {
-      "input_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-      "segment_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-      "input_mask": tf.io.FixedLenFeature([max_seq_length], tf.float32),
+      "input_ids": tf.io.FixedLenFeature([record_length], tf.int64),
+      "segment_ids": tf.io.FixedLenFeature([record_length], tf.int64),
+      "input_mask": tf.io.FixedLenFeature([record_length], tf.float32),
       "label": tf.io.FixedLenFeature([], tf.float32 if regression
                                      else tf.int64),
       "is_real_example": tf.io.FixedLenFeature([], tf.int64),
