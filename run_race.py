@@ -1,16 +1,48 @@
-"""run_race.py: entry script (absl flags). Not implemented yet: it lands with
-its own issue; the library it will drive (xlnet_tf) is usable now."""
+"""Fine-tunes XLNet on RACE (multiple-choice reading comprehension).
 
-import sys
+    python run_race.py --data_dir=RACE --output_dir=proc_data/race \
+        --model_config_path=xlnet_cased_L-24_H-1024_A-16/xlnet_config.json \
+        --init_checkpoint=xlnet_cased_L-24_H-1024_A-16/xlnet_model.ckpt \
+        --spiece_model_file=xlnet_cased_L-24_H-1024_A-16/spiece.model \
+        --model_dir=finetuned/race --do_train --do_eval \
+        --max_seq_length=512 --max_qa_length=128 --train_batch_size=8 \
+        --learning_rate=2e-5 --train_steps=12000 --warmup_steps=1000
 
-from absl import app
+Flags follow the original `run_race.py`. Evaluation reports accuracy for
+middle, high and all; `--do_predict` writes `race_predictions.tsv` for the
+evaluation split; training ends with a SavedModel (features of the four
+options -> four logits).
+"""
+
+from absl import app, flags
+
+from xlnet_tf import cli
+
+FLAGS = flags.FLAGS
+cli.define_finetune_flags(dict(task_name="race", max_seq_length=512,
+                               train_steps=12000, learning_rate=2e-5,
+                               adam_epsilon=1e-6))
+flags.DEFINE_integer("max_qa_length", 128,
+                     "Tokens kept (the last ones) of question + option.")
+flags.DEFINE_bool("high_only", False, "High-school passages only.")
+flags.DEFINE_bool("middle_only", False, "Middle-school passages only.")
+flags.DEFINE_bool("original_context_aliasing", False,
+                  "Reproduce the original's bug: short contexts carry the "
+                  "earlier options' tokens into later options (issue #204).")
+flags.mark_flags_as_required(cli.REQUIRED)
 
 
 def main(argv):
   del argv
-  sys.stderr.write("run_race.py: not implemented yet (see the issue tracker); "
-                   "use the xlnet_tf library API meanwhile\n")
-  return 2
+  from xlnet_tf.workflows import race
+  f = FLAGS
+
+  def options():
+    return cli.finetune_options(
+        f, race.RaceOptions, max_qa_length=f.max_qa_length,
+        high_only=f.high_only, middle_only=f.middle_only,
+        original_context_aliasing=f.original_context_aliasing)
+  return cli.run_finetune_main("run_race", f, options, race.run)
 
 
 if __name__ == "__main__":

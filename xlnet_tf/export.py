@@ -1,5 +1,8 @@
 """SavedModel export with serving signatures (one path for every task).
 
+Multiple choice (RACE): serving_default on `[B, C, L]` features -> logits
+`[B, C]` (see `MultipleChoiceServer`).
+
 Classifier / regressor signatures:
   serving_default  input_ids, segment_ids int32 [B, L], input_mask float32
                    [B, L] (1 = padding) -> logits [B, C], probabilities
@@ -150,6 +153,31 @@ class ClassifierServer(tf.Module):
     return sigs
 
 
+class MultipleChoiceServer(tf.Module):
+  """serving_default: input_ids, segment_ids int32 `[B, C, L]`, input_mask
+  float32 `[B, C, L]` -> logits, probabilities `[B, C]`, class_id `[B]`."""
+
+  def __init__(self, model, n_choice: int, max_seq_length: int):
+    super().__init__()
+    self.model = model
+    self.n_choice = n_choice
+    self.max_seq_length = max_seq_length
+
+  def serve_features(self, input_ids, segment_ids, input_mask):
+    out = self.model({"input_ids": input_ids, "segment_ids": segment_ids,
+                      "input_mask": input_mask}, training=False)
+    return {"logits": out["logits"], "probabilities": out["probabilities"],
+            "class_id": tf.argmax(out["logits"], -1, output_type=tf.int32)}
+
+  def signatures(self) -> dict:
+    shape = [None, self.n_choice, self.max_seq_length]
+    return {"serving_default": tf.function(
+        self.serve_features).get_concrete_function(
+            tf.TensorSpec(shape, tf.int32, "input_ids"),
+            tf.TensorSpec(shape, tf.int32, "segment_ids"),
+            tf.TensorSpec(shape, tf.float32, "input_mask"))}
+
+
 def save_atomically(module: tf.Module, signatures: dict, export_dir: str
                     ) -> str:
   """`tf.saved_model.save` into a temp directory, then rename into place
@@ -195,3 +223,9 @@ def saved_model_cli_main():
   from tensorflow.python.tools import saved_model_cli
   sys.argv[0] = "saved_model_cli"
   sys.exit(saved_model_cli.main())
+
+
+def export_multiple_choice(model, export_dir: str, n_choice: int,
+                           max_seq_length: int) -> str:
+  server = MultipleChoiceServer(model, n_choice, max_seq_length)
+  return save_atomically(server, server.signatures(), export_dir)

@@ -7,7 +7,8 @@ from typing import List, Tuple
 import tensorflow as tf
 
 from xlnet_tf.config import RunOptions, XLNetConfig
-from xlnet_tf.models import (XLNetClassifier, XLNetPretrainer, XLNetRegressor,
+from xlnet_tf.models import (XLNetClassifier, XLNetForMultipleChoice,
+                             XLNetPretrainer, XLNetRegressor,
                              classification_loss, regression_loss)
 from xlnet_tf.training import TrainTask
 
@@ -76,3 +77,30 @@ class ClassifierTask(TrainTask):
 
   def tokens_per_example(self) -> int:
     return self.seq_len
+
+
+class MultipleChoiceTask(TrainTask):
+  """RACE-style multiple choice: softmax over the choices' scores."""
+
+  def __init__(self, config: XLNetConfig, options: RunOptions,
+               n_choice: int = 4, summary_type: str = "last",
+               use_proj: bool = True, seq_len: int = 0):
+    self.config = config
+    self.options = options
+    self.n_choice = n_choice
+    self.summary_type = summary_type
+    self.use_proj = use_proj
+    self.seq_len = seq_len
+
+  def build_model(self):
+    return XLNetForMultipleChoice(self.config, self.options,
+                                  n_choice=self.n_choice,
+                                  summary_type=self.summary_type,
+                                  use_proj=self.use_proj)
+
+  def compute_loss(self, model, features, state, training):
+    logits = model(features, training=training)["logits"]
+    return tf.reduce_mean(classification_loss(logits, features["label"])), None
+
+  def tokens_per_example(self) -> int:
+    return self.seq_len * self.n_choice

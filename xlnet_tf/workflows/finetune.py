@@ -43,6 +43,7 @@ class FinetuneOptions:
   train_batch_size: int = 8
   eval_batch_size: int = 32
   predict_batch_size: int = 32
+  train_split: str = "train"
   eval_split: str = "dev"
   eval_all_ckpt: bool = False
   predict_ckpt: Optional[str] = None
@@ -128,7 +129,7 @@ class FinetuneWorkflow:
 
   def train(self) -> Trainer:
     opts = self.opts
-    info = self.features("train", passes=opts.num_passes)
+    info = self.features(opts.train_split, passes=opts.num_passes)
     logging.info("train: %d examples", info["num_examples"])
     trainer = Trainer(self.task, opts.train)
     replicas = trainer.strategy.num_replicas_in_sync

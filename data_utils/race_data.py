@@ -1,0 +1,127 @@
+"""RACE reading comprehension: reader and features.
+
+Reader: the release layout `{train,dev,test}/{middle,high}/*.txt`, one JSON
+passage per file (`article`, `questions`, `options` (4 per question),
+`answers` ("A".."D"), `id`); one `RaceExample` per question.
+
+Features, as the original `run_race.py`: for each option,
+`context <sep> qa <sep> <cls>` where qa is the question with its "_" replaced
+by the option (cloze) or "question option"; qa keeps its LAST
+`max_qa_length` tokens; the context is cut to fit `max_seq_length`; LEFT
+padding and segment ids as the classifier (0 context, 1 qa, 2 <cls>, 4 pad).
+The four rows are concatenated: `[4 * max_seq_length]`.
+
+The original builds the rows from one shared context list when the context
+is not cut, so each later option also carries the earlier options' tokens
+(its issue #204). Each row starts from a fresh copy here;
+`original_context_aliasing=True` reproduces the original.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Callable, List
+
+from data_utils.classifier_data import (SEG_ID_A, SEG_ID_B, SEG_ID_CLS,
+                                        SEG_ID_PAD, TaskDataError)
+from data_utils.tokenization import CLS_ID, SEP_ID
+
+LEVELS = ("middle", "high")
+N_CHOICE = 4
+
+
+@dataclasses.dataclass
+class RaceExample:
+  guid: str            # "<file id>-<question index>"
+  context: str
+  qa_list: List[str]   # one text per option
+  label: int           # index of the right option
+  level: str           # "middle" or "high"
+
+
+def qa_text(question: str, option: str) -> str:
+  """Example:
+    >>> qa_text("He went to _ by bus.", "school")
+    'He went to school by bus.'
+    >>> qa_text("Where did he go?", "To school.")
+    'Where did he go? To school.'
+  """
+  if "_" in question:
+    return question.replace("_", option)
+  return " ".join([question, option])
+
+
+def read_race(data_dir: str, split: str, high_only: bool = False,
+              middle_only: bool = False) -> List[RaceExample]:
+  """Examples of `split`, middle school first, files in name order."""
+  if high_only and middle_only:
+    raise TaskDataError("high_only and middle_only exclude each other")
+  levels = [lv for lv in LEVELS
+            if not (lv == "middle" and high_only)
+            and not (lv == "high" and middle_only)]
+  examples = []
+  for level in levels:
+    folder = os.path.join(data_dir, split, level)
+    if not os.path.isdir(folder):
+      raise TaskDataError(f"{folder}: no such folder (expected the RACE "
+                          "layout {train,dev,test}/{middle,high}/*.txt)")
+    for name in sorted(os.listdir(folder),
+                       key=lambda n: (len(n), n)):
+      if not name.endswith(".txt"):
+        continue
+      path = os.path.join(folder, name)
+      try:
+        with open(path, encoding="utf-8") as f:
+          data = json.load(f)
+        answers, options = data["answers"], data["options"]
+        questions, article = data["questions"], data["article"]
+      except json.JSONDecodeError as e:
+        raise TaskDataError(f"{path}: not valid JSON ({e.msg}, line "
+                            f"{e.lineno})") from None
+      except KeyError as e:
+        raise TaskDataError(f"{path}: missing key {e}") from None
+      if not len(answers) == len(options) == len(questions):
+        raise TaskDataError(f"{path}: {len(questions)} questions, "
+                            f"{len(options)} option lists, {len(answers)} "
+                            "answers")
+      for i, answer in enumerate(answers):
+        if len(options[i]) != N_CHOICE or answer not in "ABCD" or \
+            len(answer) != 1:
+          raise TaskDataError(f"{path}: question {i} needs 4 options and an "
+                              f"answer in A-D, got {len(options[i])} options "
+                              f"and {answer!r}")
+        examples.append(RaceExample(
+            f"{os.path.splitext(name)[0]}-{i}", article,
+            [qa_text(questions[i], o) for o in options[i]],
+            ord(answer) - ord("A"), level))
+  return examples
+
+
+def race_features(example: RaceExample, encode: Callable[[str], List[int]],
+                  max_seq_length: int, max_qa_length: int,
+                  original_context_aliasing: bool = False) -> dict:
+  """The four rows, concatenated (see the module docstring)."""
+  context = encode(example.context)
+  ids, mask, segs = [], [], []
+  for qa in example.qa_list:
+    tokens_qa = encode(qa)[-max_qa_length:]
+    budget = max_seq_length - 3 - len(tokens_qa)
+    if len(context) > budget:
+      tokens = context[:budget]
+    elif original_context_aliasing:
+      tokens = context   # the original's shared list: appends leak forward
+    else:
+      tokens = list(context)
+    row_segs = [SEG_ID_A] * len(tokens) + [SEG_ID_A]
+    tokens.append(SEP_ID)
+    tokens.extend(tokens_qa)
+    row_segs += [SEG_ID_B] * len(tokens_qa) + [SEG_ID_B, SEG_ID_CLS]
+    tokens.extend([SEP_ID, CLS_ID])
+    pad = max_seq_length - len(tokens)
+    ids += [0] * pad + tokens
+    mask += [1.0] * pad + [0.0] * len(tokens)
+    segs += [SEG_ID_PAD] * pad + row_segs
+  return {"input_ids": ids, "input_mask": mask, "segment_ids": segs,
+          "label": example.label}

@@ -1,0 +1,88 @@
+"""RACE multiple-choice reading comprehension on the shared workflow.
+
+Accuracy is reported overall and for middle and high school separately;
+predictions go to `race_predictions.tsv` (id, predicted letter, gold letter,
+level).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Dict, List
+
+import numpy as np
+
+from data_utils import race_data
+from xlnet_tf.tasks import MultipleChoiceTask
+from xlnet_tf.workflows.finetune import FinetuneOptions, FinetuneWorkflow
+
+
+@dataclasses.dataclass(frozen=True)
+class RaceOptions(FinetuneOptions):
+  max_qa_length: int = 128
+  high_only: bool = False
+  middle_only: bool = False
+  original_context_aliasing: bool = False
+
+
+class RaceWorkflow(FinetuneWorkflow):
+
+  def __init__(self, opts: RaceOptions):
+    super().__init__(opts)
+    self.task = MultipleChoiceTask(opts.config, opts.run, race_data.N_CHOICE,
+                                   opts.summary_type, opts.use_summ_proj,
+                                   opts.max_seq_length)
+
+  @property
+  def record_length(self) -> int:
+    return race_data.N_CHOICE * self.opts.max_seq_length
+
+  def read(self, split):
+    return race_data.read_race(self.opts.data_dir, split,
+                               self.opts.high_only, self.opts.middle_only)
+
+  def featurize(self, example):
+    return race_data.race_features(
+        example, self.tokenizer.encode_ids, self.opts.max_seq_length,
+        self.opts.max_qa_length, self.opts.original_context_aliasing)
+
+  def feature_settings(self):
+    return {"max_qa_length": self.opts.max_qa_length,
+            "high_only": self.opts.high_only,
+            "middle_only": self.opts.middle_only,
+            "original_context_aliasing":
+                self.opts.original_context_aliasing}
+
+  def score(self, out: Dict[str, np.ndarray], examples) -> dict:
+    right = out["logits"].argmax(-1) == out["label"]
+    levels = np.array([e.level for e in examples])
+    result = {"accuracy": float(right.mean())}
+    for level in race_data.LEVELS:
+      if (levels == level).any():
+        result[f"accuracy_{level}"] = float(right[levels == level].mean())
+        result[f"num_{level}"] = int((levels == level).sum())
+    result["main"] = result["accuracy"]
+    return result
+
+  def prediction_rows(self, out, examples) -> List[str]:
+    rows = ["id\tprediction\tanswer\tlevel"]
+    for example, pred in zip(examples, out["logits"].argmax(-1)):
+      rows.append(f"{example.guid}\t{'ABCD'[int(pred)]}\t"
+                  f"{'ABCD'[example.label]}\t{example.level}")
+    return rows
+
+  def prediction_file(self) -> str:
+    return "race_predictions.tsv"
+
+  def predict(self, split: str = None) -> str:
+    # RACE's test split has answers too; predict the evaluation split.
+    return super().predict(split or self.opts.eval_split)
+
+  def export_model(self, model, export_dir):
+    from xlnet_tf.export import export_multiple_choice
+    return export_multiple_choice(model, export_dir, race_data.N_CHOICE,
+                                  self.opts.max_seq_length)
+
+
+def run(opts: RaceOptions) -> dict:
+  return RaceWorkflow(opts).run()
