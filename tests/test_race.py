@@ -83,8 +83,25 @@ def test_features_on_real_passages(race_dir, tok):
                                             qa_len) > length - 3
                 else "whole"] += 1
   assert checked["cut"] > 100 and checked["whole"] > 100
-  kinds = {"_" in qa for e in examples[:150] for qa in e.qa_list}
-  assert kinds == {True, False}  # cloze and plain questions both covered
+
+
+def test_cloze_and_plain_questions_on_real_files(race_dir):
+  examples = {e.guid: e for e in race_data.read_race(race_dir, "dev")}
+  folder = os.path.join(race_dir, "dev", "high")
+  kinds = set()
+  for name in sorted(os.listdir(folder))[:40]:
+    with open(os.path.join(folder, name)) as f:
+      data = json.load(f)
+    for i, question in enumerate(data["questions"]):
+      example = examples[f"{name[:-4]}-{i}"]
+      assert example.label == "ABCD".index(data["answers"][i])
+      for option, qa in zip(data["options"][i], example.qa_list):
+        if "_" in question:
+          assert qa == question.replace("_", option)
+        else:
+          assert qa == question + " " + option
+      kinds.add("_" in question)
+  assert kinds == {True, False}
 
 
 def test_qa_text_cloze_and_question():
