@@ -195,7 +195,11 @@ def load_native_checkpoint(obj, path: str) -> None:
 
 
 def load_checkpoint(obj, path: str, strict: bool = False):
-  """Loads either layout: native TF2 or the original's names (detected)."""
+  """Loads either layout: native TF2 or the original's names (detected), or
+  a HuggingFace directory (config.json + model.safetensors; see hf.py)."""
+  from xlnet_tf import hf  # here: hf imports this module
+  if hf.is_hf_directory(path):
+    return hf.load_hf_weights(obj, path, strict=strict)
   prefix = resolve_checkpoint(path)
   if is_native_checkpoint(prefix):
     load_native_checkpoint(obj, prefix)

@@ -18,7 +18,10 @@ class ConfigError(ValueError):
   """A config file or value is wrong; the message names the key and the value."""
 
 
-_ACTIVATIONS = ("relu", "gelu")
+# 'gelu' is the original's GELU, the tanh approximation (HuggingFace calls it
+# 'gelu_new'); 'gelu_exact' is the erf form, which HuggingFace calls 'gelu' and
+# its released XLNet configs name, so their weights run as HF runs them.
+_ACTIVATIONS = ("relu", "gelu", "gelu_exact")
 
 
 def _check(cond: bool, msg: str):

@@ -229,3 +229,52 @@ def export_multiple_choice(model, export_dir: str, n_choice: int,
                            max_seq_length: int) -> str:
   server = MultipleChoiceServer(model, n_choice, max_seq_length)
   return save_atomically(server, server.signatures(), export_dir)
+
+
+SQUAD_OUTPUTS = ("start_top_log_probs", "start_top_index",
+                 "end_top_log_probs", "end_top_index", "cls_logits")
+
+
+class SquadServer(tf.Module):
+  """serving_default: input_ids, segment_ids int32 `[B, L]`, input_mask,
+  p_mask float32 `[B, L]` (1 = padding / not an answer boundary), cls_index
+  int32 `[B]` -> start_top_log_probs, start_top_index `[B, S]`,
+  end_top_log_probs, end_top_index `[B, S * E]` (entry `s * E + e` = the
+  e-th end of the s-th start) and cls_logits `[B]` (answer-class logit,
+  higher = more likely no answer). Features as `data_utils.squad_data`."""
+
+  def __init__(self, model, max_seq_length: int):
+    super().__init__()
+    self.model = model
+    self.max_seq_length = max_seq_length
+
+  def serve_features(self, input_ids, segment_ids, input_mask, p_mask,
+                     cls_index):
+    out = self.model({"input_ids": input_ids, "segment_ids": segment_ids,
+                      "input_mask": input_mask, "p_mask": p_mask,
+                      "cls_index": cls_index}, training=False)
+    return {k: out[k] for k in SQUAD_OUTPUTS}
+
+  def signatures(self) -> dict:
+    shape = [None, self.max_seq_length]
+    return {"serving_default": tf.function(
+        self.serve_features).get_concrete_function(
+            tf.TensorSpec(shape, tf.int32, "input_ids"),
+            tf.TensorSpec(shape, tf.int32, "segment_ids"),
+            tf.TensorSpec(shape, tf.float32, "input_mask"),
+            tf.TensorSpec(shape, tf.float32, "p_mask"),
+            tf.TensorSpec([None], tf.int32, "cls_index"))}
+
+
+def export_squad(model, export_dir: str, max_seq_length: int,
+                 start_n_top: int = 5, end_n_top: int = 5) -> str:
+  """Exports an `XLNetForQuestionAnswering`; its beam must be the asked
+  `start_n_top` x `end_n_top` (it fixes the output shapes). Returns the
+  export directory."""
+  beam = (getattr(model, "start_n_top", None), getattr(model, "end_n_top",
+                                                         None))
+  if beam != (start_n_top, end_n_top):
+    raise ValueError(f"the model's beam is {beam[0]} x {beam[1]}, the export "
+                     f"asks {start_n_top} x {end_n_top}")
+  server = SquadServer(model, max_seq_length)
+  return save_atomically(server, server.signatures(), export_dir)

@@ -35,13 +35,27 @@ def gelu_tanh(x: tf.Tensor) -> tf.Tensor:
   return x * cdf
 
 
+def gelu_exact(x: tf.Tensor) -> tf.Tensor:
+  """GELU in its exact erf form, x * Phi(x) (HuggingFace: gelu).
+
+  Example:
+    >>> round(float(gelu_exact(tf.constant(1.0))), 6)
+    0.841345
+  """
+  return tf.nn.gelu(x, approximate=False)
+
+
 def get_activation(name: str):
-  """'relu' or 'gelu' (tanh form) -> callable."""
+  """'relu', 'gelu' (tanh form, the original's) or 'gelu_exact' (erf form)
+  -> callable."""
   if name == "relu":
     return tf.nn.relu
   if name == "gelu":
     return gelu_tanh
-  raise ValueError(f"unsupported activation {name!r}; use 'relu' or 'gelu'")
+  if name == "gelu_exact":
+    return gelu_exact
+  raise ValueError(f"unsupported activation {name!r}; use 'relu', 'gelu' or "
+                   "'gelu_exact'")
 
 
 def dtype_policy(options: RunOptions):

@@ -104,3 +104,36 @@ class MultipleChoiceTask(TrainTask):
 
   def tokens_per_example(self) -> int:
     return self.seq_len * self.n_choice
+
+
+from xlnet_tf.models import XLNetForQuestionAnswering, squad_loss  # noqa: E402
+
+
+class SquadTask(TrainTask):
+  """SQuAD span extraction with the original loss (`squad_loss`: start and
+  end NLL plus half the answerability cross-entropy) on
+  `{input_ids, segment_ids, input_mask, p_mask, cls_index, start_positions,
+  end_positions, is_impossible}` batches. The built model answers with a
+  beam of `start_n_top` x `end_n_top` when no `start_positions` is given."""
+
+  def __init__(self, config: XLNetConfig, options: RunOptions,
+               start_n_top: int = 5, end_n_top: int = 5, seq_len: int = 0):
+    self.config = config
+    self.options = options
+    self.start_n_top = start_n_top
+    self.end_n_top = end_n_top
+    self.seq_len = seq_len
+
+  def build_model(self):
+    return XLNetForQuestionAnswering(self.config, self.options,
+                                     start_n_top=self.start_n_top,
+                                     end_n_top=self.end_n_top)
+
+  def compute_loss(self, model, features, state, training):
+    out = model(features, training=training)
+    return squad_loss(out, features["start_positions"],
+                      features["end_positions"],
+                      features["is_impossible"]), None
+
+  def tokens_per_example(self) -> int:
+    return self.seq_len

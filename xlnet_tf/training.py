@@ -156,10 +156,8 @@ class Trainer:
     if latest:
       self.checkpoint.restore(latest).assert_existing_objects_matched()
       logging.info("resumed from %s at step %d", latest, self.step)
-    elif self.opts.init_checkpoint:
-      report = load_checkpoint(self.model, self.opts.init_checkpoint)
-      if report is not None:
-        logging.info("init_checkpoint: %s", report.summary())
+    elif self.opts.init_checkpoint:  # logs its own report
+      load_checkpoint(self.model, self.opts.init_checkpoint)
     return self.step
 
   def _make_state(self, per_replica_batch: int) -> None:

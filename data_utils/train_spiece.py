@@ -1,0 +1,75 @@
+"""Trains a SentencePiece model with XLNet's special symbols at XLNet's ids.
+
+    python -m data_utils.train_spiece --input=corpus.txt \
+        --model_prefix=spiece --vocab_size=8000
+
+Ids 0..8 are `<unk> <s> </s> <cls> <sep> <pad> <mask> <eod> <eop>`, as in the
+released model: `<cls> <sep> <pad> <mask> <eod>` are control symbols (never
+produced from text), `<eop>` a user-defined piece (text may contain it).
+Writes `<prefix>.model` and `<prefix>.vocab` atomically.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+
+CONTROL = ["<cls>", "<sep>", "<pad>", "<mask>", "<eod>"]
+USER_DEFINED = ["<eop>"]
+
+
+def train_spiece(input_path: str, model_prefix: str, vocab_size: int = 8000,
+                 model_type: str = "unigram", character_coverage: float = 1.0,
+                 input_sentence_size: int = 2_000_000) -> str:
+  """Trains and returns the path of `<model_prefix>.model`."""
+  import sentencepiece as spm
+  if not os.path.isfile(input_path):
+    raise ValueError(f"{input_path}: no such input file")
+  directory = os.path.dirname(os.path.abspath(model_prefix))
+  os.makedirs(directory, exist_ok=True)
+  tmp = tempfile.mkdtemp(dir=directory, prefix=".tmp-spiece-")
+  try:
+    tmp_prefix = os.path.join(tmp, "m")
+    spm.SentencePieceTrainer.Train(
+        input=input_path, model_prefix=tmp_prefix, vocab_size=vocab_size,
+        model_type=model_type, character_coverage=character_coverage,
+        unk_id=0, bos_id=1, eos_id=2, pad_id=-1,
+        control_symbols=",".join(CONTROL),
+        user_defined_symbols=",".join(USER_DEFINED),
+        input_sentence_size=input_sentence_size, shuffle_input_sentence=True,
+        minloglevel=1)
+    for ext in ("model", "vocab"):
+      os.replace(f"{tmp_prefix}.{ext}", f"{model_prefix}.{ext}")
+  except RuntimeError as e:
+    raise ValueError(f"{input_path}: SentencePiece training failed: "
+                     f"{str(e).splitlines()[0]}") from None
+  finally:
+    shutil.rmtree(tmp, ignore_errors=True)
+  return f"{model_prefix}.model"
+
+
+def main(argv):
+  del argv
+  from absl import flags
+  from data_utils.tokenization import SentencePieceTokenizer, TokenizerError
+  f = flags.FLAGS
+  try:
+    path = train_spiece(f.input, f.model_prefix, f.vocab_size, f.model_type)
+    tok = SentencePieceTokenizer(path)  # checks the special ids
+  except (ValueError, TokenizerError) as e:
+    sys.stderr.write(f"train_spiece: {e}\n")
+    return 2
+  print(f"wrote {path} ({tok.vocab_size} pieces)")
+  return 0
+
+
+if __name__ == "__main__":
+  from absl import app, flags
+  flags.DEFINE_string("input", None, "Text file, one sentence/paragraph a line.")
+  flags.DEFINE_string("model_prefix", None, "Output prefix.")
+  flags.DEFINE_integer("vocab_size", 8000, "Pieces.")
+  flags.DEFINE_enum("model_type", "unigram", ["unigram", "bpe"], "Model type.")
+  flags.mark_flags_as_required(["input", "model_prefix"])
+  app.run(main)

@@ -1,0 +1,247 @@
+"""The whole XLNet workflow on the bundled demo data (`make demo`).
+
+Stages, each an ordinary command of this project run with demo-sized flags
+(the command lines are printed, so any stage can be re-run alone or pointed
+at real data):
+  1. train a SentencePiece model with XLNet's special symbols (8k pieces)
+  2. build pretraining TFRecords with precomputed permutations
+  3. pretrain a small XLNet (memory, two-stream attention, bi_data)
+  4. fine-tune it on an SST-2 sample; evaluate against the majority class
+  5. export a SavedModel (done by step 4) and query it with raw text from a
+     fresh process
+  6. print where everything is, the figures, and how to scale up
+
+Re-running reuses what is built (`--fresh` starts over). `--tiny` shrinks
+every stage (the test suite runs it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA = os.path.join(ROOT, "demo", "data")
+
+SIZES = {
+    "demo": dict(vocab=8000, lines=None, seq_len=128, reuse_len=64, bsz=16,
+                 num_predict=20, perm=32, n_layer=4, d_model=128, n_head=4,
+                 d_head=32, d_inner=512, mem_len=64, pretrain_steps=400,
+                 pretrain_lr=1e-3, clf_len=64, clf_bsz=32, clf_steps=300,
+                 clf_lr=1e-4, iterations=50),
+    "tiny": dict(vocab=1000, lines=400, seq_len=32, reuse_len=16, bsz=4,
+                 num_predict=6, perm=8, n_layer=1, d_model=16, n_head=2,
+                 d_head=8, d_inner=32, mem_len=16, pretrain_steps=20,
+                 pretrain_lr=1e-3, clf_len=32, clf_bsz=8, clf_steps=10,
+                 clf_lr=1e-4, iterations=10),
+}
+
+NOISE = re.compile(r"cuda|oneDNN|cpu_feature_guard|rebuild TensorFlow|"
+                   r"TF_ENABLE_ONEDNN_OPTS|AVX512|untraced functions|"
+                   r"unsupported characters|Sharding callback|"
+                   r"local_rendezvous|tf_record_dataset_op")
+
+
+def run(stage: str, cmd: list, log_path: str) -> str:
+  """Runs a stage's command, streaming its progress lines; returns its log."""
+  print(f"\n== {stage}\n$ {' '.join(cmd)}", flush=True)
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
+  began = time.monotonic()
+  lines = []
+  with subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                        stderr=subprocess.STDOUT, text=True) as proc:
+    for line in proc.stdout:
+      lines.append(line)
+      if not NOISE.search(line):
+        print("   " + re.sub(r"^[IWE]\d{4} [\d:.]+ \d+ (\S+\] )", "", line),
+              end="", flush=True)
+  text = "".join(lines)
+  with open(log_path, "w") as f:
+    f.write(text)
+  if proc.returncode != 0:
+    sys.exit(f"demo: stage '{stage}' failed (exit {proc.returncode}); its "
+             f"log is {log_path}")
+  print(f"   ({time.monotonic() - began:.0f} s)", flush=True)
+  return text
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__,
+                                   formatter_class=argparse.RawTextHelpFormatter)
+  parser.add_argument("--workdir", default=os.path.join(ROOT, "out", "demo"))
+  parser.add_argument("--tiny", action="store_true",
+                      help="even smaller flags (what the tests run)")
+  parser.add_argument("--fresh", action="store_true",
+                      help="delete the workdir first")
+  args = parser.parse_args(argv)
+  s = SIZES["tiny" if args.tiny else "demo"]
+  work = os.path.abspath(args.workdir)
+  if args.fresh and os.path.isdir(work):
+    shutil.rmtree(work)
+  os.makedirs(os.path.join(work, "logs"), exist_ok=True)
+  py = sys.executable
+  began = time.monotonic()
+
+  def log(name):
+    return os.path.join(work, "logs", f"{name}.log")
+
+  def stage(done_marker, name, cmd, log_path):
+    """Runs a stage unless its output exists (then returns "")."""
+    if os.path.exists(done_marker):
+      print(f"\n== {name}: reusing {os.path.dirname(done_marker)}")
+      return ""
+    return run(name, cmd, log_path)
+
+  corpus = os.path.join(DATA, "corpus.txt")
+  if s["lines"]:
+    corpus = os.path.join(work, "corpus.txt")
+    with open(os.path.join(DATA, "corpus.txt"), encoding="utf-8") as f, \
+        open(corpus, "w", encoding="utf-8") as g:
+      for _, line in zip(range(s["lines"]), f):
+        g.write(line)
+
+  # 1. Vocabulary.
+  spiece = os.path.join(work, "spiece.model")
+  if os.path.exists(spiece):
+    print(f"\n== 1. SentencePiece: reusing {spiece}")
+  else:
+    run("1. SentencePiece model with XLNet's special symbols",
+        [py, "-m", "data_utils.train_spiece", f"--input={corpus}",
+         f"--model_prefix={spiece[:-len('.model')]}",
+         f"--vocab_size={s['vocab']}"], log("spiece"))
+
+  # 2. Pretraining records.
+  records = os.path.join(work, "pretrain_data")
+  stage(os.path.join(records, "corpus_info.json"),
+        "2. pretraining records (permutations precomputed)",
+      [py, "-m", "data_utils.create_pretrain_data", f"--input_glob={corpus}",
+       f"--sp_path={spiece}", f"--save_dir={records}",
+       f"--bsz_per_host={s['bsz']}", f"--seq_len={s['seq_len']}",
+       f"--reuse_len={s['reuse_len']}", f"--num_predict={s['num_predict']}",
+       f"--perm_size={s['perm']}", "--bi_data", "--seed=0"],
+      log("pretrain_data"))
+
+  # 3. Pretraining.
+  pretrain_dir = os.path.join(work, "pretrain_model")
+  model_flags = [f"--n_token={s['vocab']}", f"--n_layer={s['n_layer']}",
+                 f"--d_model={s['d_model']}", f"--n_head={s['n_head']}",
+                 f"--d_head={s['d_head']}", f"--d_inner={s['d_inner']}",
+                 "--ff_activation=gelu", "--untie_r"]
+  original = os.path.join(pretrain_dir, "original")
+  curve_path = os.path.join(work, "pretrain_loss.json")
+  text = stage(os.path.join(original, "xlnet_model.ckpt.index"),
+             "3. pretraining (two-stream attention, memory, bi_data)",
+             [py, "run_pretrain.py",
+              f"--record_info_dir={records}/tfrecords",
+              f"--model_dir={pretrain_dir}",
+              f"--train_batch_size={s['bsz']}", f"--seq_len={s['seq_len']}",
+              f"--reuse_len={s['reuse_len']}", f"--perm_size={s['perm']}",
+              f"--num_predict={s['num_predict']}", "--bi_data",
+              f"--mem_len={s['mem_len']}", *model_flags, "--dropout=0.1",
+              "--dropatt=0.1", f"--train_steps={s['pretrain_steps']}",
+              f"--warmup_steps={s['pretrain_steps'] // 10}",
+              f"--learning_rate={s['pretrain_lr']}",
+              f"--iterations={s['iterations']}",
+              f"--save_steps={s['iterations'] * 2}"], log("pretrain"))
+  if text:
+    curve = [(int(a), float(b)) for a, b in
+             re.findall(r"step (\d+)/\d+ loss ([0-9.]+)", text)]
+    with open(curve_path, "w") as f:
+      json.dump(curve, f)
+  with open(curve_path) as f:
+    curve = [tuple(x) for x in json.load(f)]
+
+  # 4. Fine-tuning (the export to a SavedModel is part of training).
+  clf_dir = os.path.join(work, "sst2_model")
+  stage(os.path.join(clf_dir, "saved_model", "saved_model.pb"),
+        "4. fine-tune on the SST-2 sample, evaluate, export",
+      [py, "run_classifier.py", "--task_name=sst-2",
+       f"--data_dir={DATA}/sst-2",
+       f"--model_config_path={original}/xlnet_config.json",
+       f"--init_checkpoint={original}", f"--spiece_model_file={spiece}",
+       f"--output_dir={work}/sst2_features", f"--model_dir={clf_dir}",
+       "--do_train", "--do_eval", f"--max_seq_length={s['clf_len']}",
+       f"--train_batch_size={s['clf_bsz']}",
+       f"--train_steps={s['clf_steps']}",
+       f"--warmup_steps={s['clf_steps'] // 10}",
+       f"--learning_rate={s['clf_lr']}", f"--iterations={s['iterations']}",
+       "--eval_batch_size=100"], log("classifier"))
+  with open(os.path.join(clf_dir, "eval_results_dev.json")) as f:
+    best = json.load(f)["best"]
+
+  # 5. Query the SavedModel from a fresh process.
+  saved = os.path.join(clf_dir, "saved_model")
+  sentences = ["a gripping , funny and moving film .",
+               "the plot is dull and the acting is worse .",
+               "an intelligent , beautifully made story ."]
+  query = (
+      "import json, tensorflow as tf, tensorflow_text\n"
+      f"m = tf.saved_model.load({saved!r})\n"
+      f"out = m.signatures['serve_text'](text=tf.constant({sentences!r}))\n"
+      "print('RESULT ' + json.dumps([[l.decode(), float(max(p))] for l, p in "
+      "zip(out['label'].numpy(), out['probabilities'].numpy())]))\n")
+  text = run("5. query the SavedModel with raw text (fresh process)",
+             [py, "-c", query], log("query"))
+  answers = json.loads(re.search(r"RESULT (.*)", text).group(1))
+
+  # 6. Summary.
+  summary = {
+      "workdir": work,
+      "sentencepiece_model": spiece,
+      "pretraining_records": os.path.join(records, "tfrecords"),
+      "pretrained_checkpoint": pretrain_dir,
+      "pretrained_original_layout": original,
+      "pretraining_loss_curve": curve,
+      "classifier_checkpoint": clf_dir,
+      "saved_model": saved,
+      "sst2_dev_accuracy": best["accuracy"],
+      "sst2_majority_baseline": best["majority_baseline"],
+      "sst2_dev_examples": best["num_examples"],
+      "queries": dict(zip(sentences, answers)),
+      "seconds": round(time.monotonic() - began),
+  }
+  with open(os.path.join(work, "summary.json"), "w") as f:
+    json.dump(summary, f, indent=2)
+  loss = " -> ".join(f"{b:.2f}" for _, b in curve)
+  print(f"""
+================================ demo summary ================================
+artifacts under {work}
+  vocabulary          {spiece}
+  pretraining records {os.path.join(records, 'tfrecords')}
+  pretrained model    {pretrain_dir}  (original layout: {original})
+  SST-2 classifier    {clf_dir}
+  SavedModel          {saved}
+pretraining loss (every {s['iterations']} steps): {loss}
+SST-2 dev accuracy {best['accuracy']:.3f} on {best['num_examples']} sentences
+  (majority-class baseline {best['majority_baseline']:.3f})
+raw-text queries from a fresh process:""")
+  names = {"0": "negative", "1": "positive"}  # SST-2's labels
+  for sentence, (label, prob) in zip(sentences, answers):
+    print(f"  {names.get(label, label)} ({prob:.2f})  {sentence}")
+  print(f"""
+total {summary['seconds']} s; figures in {work}/summary.json
+
+Scale up:
+  * real vocabulary and weights: the released xlnet_cased_L-24_H-1024_A-16
+    (spiece.model, xlnet_config.json, xlnet_model.ckpt) go straight into
+    run_classifier.py --spiece_model_file / --model_config_path /
+    --init_checkpoint (see README "Load a released XLNet checkpoint").
+  * pretraining data: python -m data_utils.create_pretrain_data
+    --input_glob='corpus/*.txt' --seq_len=512 --reuse_len=256
+    --num_predict=85 --perm_size=256 --bsz_per_host=32 --num_passes=N
+    (--num_task/--task split it across machines).
+  * hardware: --strategy=mirrored (all local GPUs), --strategy=multi_worker
+    (TF_CONFIG cluster), --strategy=tpu --tpu=NAME; build the records with
+    --num_core_per_host = replicas per host; --use_bfloat16 on TPU/CPU.
+==============================================================================""")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,37 @@
+"""The demo chain (SentencePiece -> records -> pretraining -> fine-tuning ->
+export -> raw-text query) with its tiny flags, and its reuse on a re-run."""
+
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_demo_chain_and_rerun(tmp_path):
+  cmd = [sys.executable, "demo/run_demo.py", "--tiny", "--workdir",
+         str(tmp_path / "demo")]
+  first = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True,
+                         timeout=1200)
+  assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-2000:]
+  with open(tmp_path / "demo" / "summary.json") as f:
+    summary = json.load(f)
+  assert [s for s, _ in summary["pretraining_loss_curve"]] == [10, 20]
+  assert summary["sst2_dev_examples"] == 400
+  assert summary["sst2_majority_baseline"] == 203 / 400
+  assert 0.0 <= summary["sst2_dev_accuracy"] <= 1.0
+  assert len(summary["queries"]) == 3
+  assert all(label in ("0", "1") and 0.5 <= p <= 1.0
+             for label, p in summary["queries"].values())
+  for key in ("sentencepiece_model", "saved_model"):
+    assert os.path.exists(summary[key])
+  assert "demo summary" in first.stdout and "Scale up" in first.stdout
+
+  again = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True,
+                         timeout=600)
+  assert again.returncode == 0, again.stdout[-3000:]
+  assert again.stdout.count(": reusing ") == 4
+  with open(tmp_path / "demo" / "summary.json") as f:
+    assert json.load(f)["pretraining_loss_curve"] == \
+        summary["pretraining_loss_curve"]
