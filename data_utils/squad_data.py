@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -356,19 +357,11 @@ class ParagraphAlignment:
     return (ts, te) if ts <= te else None
 
 
-def align_paragraph(paragraph: str, pieces: List[str], ids: List[int],
-                    lower: bool = False) -> Optional[ParagraphAlignment]:
-  """Maps pieces to raw characters as the original; None when the texts
-  disagree too much (the original's "MISMATCH DETECTED", < 80% matched)."""
-  chartok_to_tok: List[int] = []
-  starts, ends = [], []
-  count = 0
-  for t, piece in enumerate(pieces):
-    chartok_to_tok.extend([t] * len(piece))
-    starts.append(count)
-    count += len(piece)
-    ends.append(count - 1)
-  cat = "".join(pieces).replace(SPIECE_UNDERLINE, " ")
+@functools.lru_cache(maxsize=256)
+def _char_alignment(paragraph: str, cat: str, lower: bool):
+  """`(orig_to_chartok, chartok_to_orig)` of the original's LCS, or None on
+  a mismatch. Cached: pieces split differently (`split_piece_classes`) have
+  the same characters, so both settings share one alignment."""
   n, m = len(paragraph), len(cat)
   if not n or not m:
     return None
@@ -402,12 +395,33 @@ def align_paragraph(paragraph: str, pieces: List[str], ids: List[int],
       i -= 1
   if score < 0.8 * n or all(v is None for v in orig_to_chartok):
     return None
+  return tuple(orig_to_chartok), tuple(chartok_to_orig)
+
+
+def align_paragraph(paragraph: str, pieces: List[str], ids: List[int],
+                    lower: bool = False) -> Optional[ParagraphAlignment]:
+  """Maps pieces to raw characters as the original; None when the texts
+  disagree too much (the original's "MISMATCH DETECTED", < 80% matched)."""
+  chartok_to_tok: List[int] = []
+  starts, ends = [], []
+  count = 0
+  for t, piece in enumerate(pieces):
+    chartok_to_tok.extend([t] * len(piece))
+    starts.append(count)
+    count += len(piece)
+    ends.append(count - 1)
+  cat = "".join(pieces).replace(SPIECE_UNDERLINE, " ")
+  matched = _char_alignment(paragraph, cat, lower)
+  if matched is None:
+    return None
+  orig_to_chartok, chartok_to_orig = matched
+  n = len(paragraph)
   tok_start, tok_end = [], []
   for s, e in zip(starts, ends):
     tok_start.append(_convert_index(chartok_to_orig, s, n, is_start=True))
     tok_end.append(_convert_index(chartok_to_orig, e, n, is_start=False))
   return ParagraphAlignment(list(pieces), list(ids), tok_start, tok_end,
-                            orig_to_chartok, chartok_to_tok)
+                            list(orig_to_chartok), chartok_to_tok)
 
 
 # Features -------------------------------------------------------------------
