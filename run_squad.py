@@ -22,8 +22,9 @@ class logit).
 
 Two bugs of the original are fixed by default; their flags restore them:
 `--original_off_by_one` (spans ending on a window's last paragraph piece are
-dropped) and `--original_piece_snapping` (no split of pieces at character
-class changes, so answers inside a piece snap to the whole piece).
+dropped) and `--original_piece_snapping` (whole SentencePiece pieces, so an
+answer inside a piece snaps to the whole piece; by default pieces are split
+where the character class changes and between digits).
 """
 
 import sys
@@ -58,12 +59,13 @@ flags.DEFINE_bool("original_off_by_one", False,
                   "Reproduce the original's bug: drop answer spans that "
                   "touch a window's last paragraph piece.")
 flags.DEFINE_bool("original_piece_snapping", False,
-                  "Keep the original SentencePiece pieces (answers inside a "
-                  "piece snap to the whole piece) instead of splitting pieces "
-                  "where the character class changes.")
-flags.DEFINE_bool("split_digits", False,
-                  "Also split numbers into single digits (more answers are "
-                  "whole pieces; numbers read differently from pretraining).")
+                  "Reproduce the original's bug: keep the SentencePiece pieces "
+                  "whole, so an answer inside a piece (\"8\" of \"18\") "
+                  "snaps to the whole piece. By default pieces are split "
+                  "where the character class changes and between digits.")
+flags.DEFINE_bool("split_digits", True,
+                  "With the piece split: also cut numbers into single "
+                  "digits (--nosplit_digits keeps numbers whole).")
 flags.mark_flags_as_required(["model_config_path", "spiece_model_file",
                               "output_dir", "model_dir"])
 

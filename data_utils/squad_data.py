@@ -32,14 +32,15 @@ with the inner loop in plain lists, once per paragraph instead of once per
 question (the original's main cost).
 
 Answers inside a piece: the original can only point at whole pieces, so an
-answer that begins or ends inside one ("8" in "▁18", "1990" in "▁1990s") is
-snapped to the whole piece. By default pieces that change character class
-inside (digit / letter / other) are split there (`split_piece_classes`),
-identically at training and evaluation time, so those answers become whole
-pieces; `original_piece_snapping=True` keeps the original pieces.
-`split_digits=True` also cuts numbers into single digits ("8" of "▁18"):
-more answers become whole pieces, but every number then reads differently
-from pretraining, so it is off by default.
+answer that begins or ends inside one ("8" in "▁18", "5" in "▁$5") is
+snapped to the whole piece. By default pieces are split where the character
+class changes (digit / letter / other) and between digits
+(`split_piece_classes`), identically at training and evaluation time, so
+such answers become whole pieces without looking at the answer. Splitting
+digits is what matters for the official metrics (their normalization already
+ignores punctuation; SentencePiece already cuts "1990s" before the "s");
+`split_digits=False` keeps numbers whole (class changes only) and
+`original_piece_snapping=True` keeps the original pieces.
 
 Records: TFRecords in `output_dir` named by a hash of every setting that
 shapes them, written to a temp file then renamed, with a `.json` info file
@@ -48,6 +49,7 @@ shapes them, written to a temp file then renamed, with a `.json` info file
 
 from __future__ import annotations
 
+import array
 import contextlib
 import dataclasses
 import functools
@@ -168,7 +170,7 @@ def read_squad(path: str, is_training: bool = False) -> SquadData:
           labeled = False   # a question to answer, nothing to score
         example = SquadExample(qa["id"], qa["question"], context, n_paragraph,
                                texts, is_impossible=impossible)
-        if not impossible:
+        if texts and not impossible:
           example.orig_answer_text, example.start_position = texts[0], \
               starts[0]
         examples.append(example)
@@ -357,7 +359,7 @@ class ParagraphAlignment:
     return (ts, te) if ts <= te else None
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=64)
 def _char_alignment(paragraph: str, cat: str, lower: bool):
   """`(orig_to_chartok, chartok_to_orig)` of the original's LCS, or None on
   a mismatch. Cached: pieces split differently (`split_piece_classes`) have
@@ -427,17 +429,15 @@ def align_paragraph(paragraph: str, pieces: List[str], ids: List[int],
 # Features -------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class FeatureSettings:
+  """Everything that shapes a feature (and so keys the record cache)."""
   max_seq_length: int = 512
   doc_stride: int = 128
   max_query_length: int = 64
   uncased: bool = False
-  original_piece_snapping: bool = False
-  split_digits: bool = False
+  original_piece_snapping: bool = False   # wins over split_digits
+  split_digits: bool = True
 
   def validate(self) -> None:
-    if self.split_digits and self.original_piece_snapping:
-      raise ValueError("split_digits splits pieces, original_piece_snapping "
-                       "keeps them whole: pass one of them")
     if self.max_query_length < 1 or self.doc_stride < 1:
       raise ValueError(f"max_query_length ({self.max_query_length}) and "
                        f"doc_stride ({self.doc_stride}) must be positive")
@@ -509,7 +509,7 @@ def max_context_flags(spans: List[Tuple[int, int]], index: int
 
   Example:
     >>> max_context_flags([(0, 4), (2, 4)], 0)
-    [True, True, False, False]
+    [True, True, True, False]
   """
   start, length = spans[index]
   if len(spans) == 1:
@@ -649,6 +649,10 @@ def _worker_init(sp_path: str, settings: FeatureSettings) -> None:
                        settings)
 
 
+_PACKED = ("tokens", "tok_start_to_orig_index", "tok_end_to_orig_index",
+           "token_is_max_context")
+
+
 def _worker_run(job):
   groups, is_training = job
   feats, stats = [], FeatureStats()
@@ -656,7 +660,28 @@ def _worker_run(job):
     f, s = _WORKER.paragraph_features(group, is_training)
     feats.extend(f)
     stats.add(s)
+  # Int lists travel back as machine arrays: pickling millions of Python
+  # ints costs more than building them.
+  for f in feats:
+    for name in _PACKED:
+      setattr(f, name, array.array("i", getattr(f, name)))
   return feats, stats
+
+
+def _unpack(feature: SquadFeature) -> SquadFeature:
+  for name in _PACKED:
+    setattr(feature, name, getattr(feature, name).tolist())
+  feature.token_is_max_context = [bool(x) for x in
+                                  feature.token_is_max_context]
+  return feature
+
+
+def assign_unique_ids(features: List[SquadFeature]) -> None:
+  """Sorts features by (example, window) and numbers them from
+  `FIRST_UNIQUE_ID`, as the original."""
+  features.sort(key=lambda f: (f.example_index, f.doc_span_index))
+  for k, feature in enumerate(features):
+    feature.unique_id = FIRST_UNIQUE_ID + k
 
 
 @contextlib.contextmanager
@@ -697,10 +722,9 @@ def convert_examples(examples: Sequence[SquadExample], tokenizer,
                       (tokenizer.model_path, settings))
     with pool:
       for feats, s in pool.imap_unordered(_worker_run, jobs):
-        features.extend(feats)
+        features.extend(_unpack(f) for f in feats)
         stats.add(s)
         progress.update(s.examples)
-    features.sort(key=lambda f: (f.example_index, f.doc_span_index))
   else:
     featurizer = Featurizer(tokenizer, settings)
     for group in groups:
@@ -708,9 +732,7 @@ def convert_examples(examples: Sequence[SquadExample], tokenizer,
       features.extend(feats)
       stats.add(s)
       progress.update(s.examples)
-    features.sort(key=lambda f: (f.example_index, f.doc_span_index))
-  for k, feature in enumerate(features):
-    feature.unique_id = FIRST_UNIQUE_ID + k
+  assign_unique_ids(features)
   progress.finish()
   if stats.unaligned_examples or stats.unaligned_answers:
     logging.warning("%s: %d questions in %d unaligned paragraphs, %d "

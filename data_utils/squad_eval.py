@@ -28,7 +28,7 @@ import dataclasses
 import math
 import re
 import string
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Sequence, Tuple
 
 
 @dataclasses.dataclass
@@ -260,7 +260,7 @@ def squad_metrics(gold: Mapping[str, Sequence[str]],
   v1.1: `exact_match`, `f1` (official v1.1). v2.0: `exact`, `f1` (official
   v2.0, every question answered), `HasAns_*`, `NoAns_*`.
   """
-  has_answer = {q: bool([a for a in answers]) for q, answers in gold.items()}
+  has_answer = {q: bool(answers) for q, answers in gold.items()}
   exact, f1 = raw_scores_v2(gold, predictions)
   out: Dict[str, float] = {}
   out["best_exact"], out["best_exact_thresh"], out["has_ans_exact"] = \

@@ -47,7 +47,7 @@ class SquadOptions(FinetuneOptions):
   num_proc: int = 1
   original_off_by_one: bool = False
   original_piece_snapping: bool = False
-  split_digits: bool = False
+  split_digits: bool = True
 
 
 class SquadWorkflow(FinetuneWorkflow):
@@ -89,9 +89,6 @@ class SquadWorkflow(FinetuneWorkflow):
         num_proc=self.opts.num_proc, overwrite=self.opts.overwrite_data,
         seed=self.opts.seed)
     info["data"] = data
-    # The trainer's log line counts training records.
-    info["num_examples"] = info["num_features"] if training else \
-        info["num_examples"]
     return info
 
   def dataset(self, info: dict, batch_size: int, training: bool = False,
@@ -129,7 +126,7 @@ class SquadWorkflow(FinetuneWorkflow):
         info["data"].examples, info["meta"], results, self.opts.n_best_size,
         self.opts.max_answer_length, self.opts.original_off_by_one)
 
-  def score(self, predictions, null_odds, data: sd.SquadData) -> dict:
+  def metrics(self, predictions, null_odds, data: sd.SquadData) -> dict:
     result = se.squad_metrics(data.gold(), predictions, null_odds,
                               data.version)
     if self.opts.target_eval_key not in result:
@@ -175,7 +172,7 @@ class SquadWorkflow(FinetuneWorkflow):
     for ckpt in ckpts if opts.eval_all_ckpt else ckpts[-1:]:
       answers = self.answers(self.outputs(ckpt, info, opts.eval_batch_size),
                              info)
-      result = self.score(answers[0], answers[2], info["data"])
+      result = self.metrics(answers[0], answers[2], info["data"])
       result.update(checkpoint=ckpt, step=checkpoint_step(ckpt),
                     num_examples=len(info["data"].examples),
                     num_features=info["num_features"])
@@ -209,7 +206,7 @@ class SquadWorkflow(FinetuneWorkflow):
         self.outputs(ckpt, info, opts.predict_batch_size), info)
     metrics = None
     if info["data"].labeled:
-      metrics = self.score(predictions, null_odds, info["data"])
+      metrics = self.metrics(predictions, null_odds, info["data"])
       metrics.update(checkpoint=ckpt, step=checkpoint_step(ckpt))
     return self.write_predictions(self.predict_dir(), predictions, nbest,
                                   null_odds, metrics, info["data"].version)

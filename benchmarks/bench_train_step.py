@@ -1,0 +1,346 @@
+"""Train-step / inference throughput of xlnet-tf next to Model Garden's
+XLNetBase (and HuggingFace's PyTorch XLNet when installed); prints JSON.
+
+    .venv/bin/python benchmarks/bench_train_step.py --size base \
+        --modes finetune,pretrain,infer1,infer32 --impls ours,garden,hf
+
+Each (implementation, mode) runs in its own process (clean peak RSS, same
+thread settings: --threads, default 2). Figures are medians of --steps timed
+steps after --warmup untimed ones, per round (--rounds); ratios are taken
+against the faster peer measured in the same run. The dense matmul peak of
+the machine is measured too, and each training mode reports the fraction of
+it reached (FLOPs = 6 x non-embedding parameters x tokens + attention).
+
+Modes (the issue's reference configs):
+  finetune  classification train step, batch 8, seq 128, Adam
+  pretrain  two-stream train step, batch 4, seq 128, reuse 64, mem 64,
+            num_predict 21, tied LM loss
+  infer1    classification forward, batch 1, seq 128 (latency)
+  infer32   classification forward, batch 32, seq 128 (throughput)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+SIZES = {
+    "base": dict(n_layer=12, d_model=768, n_head=12, d_head=64, d_inner=3072,
+                 n_token=32000),
+    "small": dict(n_layer=2, d_model=128, n_head=4, d_head=32, d_inner=512,
+                  n_token=32000),
+}
+MODES = {
+    "finetune": dict(batch=8, seq=128, train=True),
+    "pretrain": dict(batch=4, seq=128, reuse=64, mem=64, num_predict=21,
+                     train=True),
+    "infer1": dict(batch=1, seq=128, train=False),
+    "infer32": dict(batch=32, seq=128, train=False),
+}
+
+
+def _threads(n):
+  os.environ.setdefault("OMP_NUM_THREADS", str(n))
+  import tensorflow as tf
+  tf.config.threading.set_intra_op_parallelism_threads(n)
+  tf.config.threading.set_inter_op_parallelism_threads(n)
+  return tf
+
+
+def _time(fn, warmup, steps):
+  for _ in range(warmup):
+    fn()
+  times = []
+  for _ in range(steps):
+    t0 = time.perf_counter()
+    fn()
+    times.append(time.perf_counter() - t0)
+  return statistics.median(times)
+
+
+def _inputs(tf, mode, n_token, rng):
+  import numpy as np
+  m = MODES[mode]
+  b, l = m["batch"], m["seq"]
+  ids = tf.constant(rng.integers(10, n_token, (b, l)), tf.int32)
+  seg = tf.constant(np.r_[np.zeros(l // 2), np.ones(l - l // 2)][None]
+                    .repeat(b, 0), tf.int32)
+  mask = tf.zeros([b, l], tf.float32)
+  return ids, seg, mask
+
+
+def run_ours(tf, size, mode, args):
+  import numpy as np
+  import tf_keras as keras
+  import xlnet_tf as xt
+  rng = np.random.default_rng(0)
+  m = MODES[mode]
+  cfg = xt.XLNetConfig(**SIZES[size], ff_activation="gelu", untie_r=True)
+  opts = xt.RunOptions(dropout=0.1, dropatt=0.1,
+                       use_bfloat16=args.precision == "bf16")
+  ids, seg, mask = _inputs(tf, mode, cfg.n_token, rng)
+  if mode == "pretrain":
+    opts = opts.replace(mem_len=m["mem"], reuse_len=m["reuse"], bi_data=True)
+    model = xt.XLNetPretrainer(cfg, opts)
+    b, l, p = m["batch"], m["seq"], m["num_predict"]
+    pos = np.sort(rng.choice(l, p, replace=False))
+    feats = {"input_k": ids, "seg_id": seg,
+             "perm_mask": tf.constant(rng.integers(0, 2, (b, l, l)),
+                                      tf.float32),
+             "target_mapping": tf.one_hot(np.tile(pos, (b, 1)), l),
+             "input_q": tf.zeros([b, l]), "target": ids[:, :p],
+             "target_mask": tf.ones([b, p])}
+    mems = [tf.zeros([b, m["mem"], cfg.d_model])] * cfg.n_layer
+
+    def loss_fn():
+      return model(feats, mems=mems, training=True)["loss"]
+  else:
+    model = xt.XLNetClassifier(cfg, opts, n_class=2)
+    feats = {"input_ids": ids, "segment_ids": seg, "input_mask": mask}
+    labels = tf.zeros([m["batch"]], tf.int32)
+
+    def loss_fn():
+      logits = model(feats, training=True)["logits"]
+      return tf.reduce_mean(xt.models.classification_loss(logits, labels))
+  model.build(None)
+  return model, feats, loss_fn, keras.optimizers.Adam(1e-5)
+
+
+def run_garden(tf, size, mode, args):
+  import numpy as np
+  import tf_keras as keras
+  from official.nlp.modeling import networks
+  rng = np.random.default_rng(0)
+  m = MODES[mode]
+  s = SIZES[size]
+  if args.precision == "bf16":
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+  net = networks.XLNetBase(
+      vocab_size=s["n_token"], num_layers=s["n_layer"],
+      hidden_size=s["d_model"], num_attention_heads=s["n_head"],
+      head_size=s["d_head"], inner_size=s["d_inner"], dropout_rate=0.1,
+      attention_dropout_rate=0.1, attention_type="bi",
+      bi_data=mode == "pretrain",
+      initializer=keras.initializers.RandomNormal(stddev=0.02),
+      two_stream=mode == "pretrain", tie_attention_biases=False,
+      memory_length=m.get("mem"), reuse_length=m.get("reuse"),
+      inner_activation="gelu")
+  ids, seg, mask = _inputs(tf, mode, s["n_token"], rng)
+  b, l = m["batch"], m["seq"]
+  inputs = {"input_ids": ids, "segment_ids": seg, "input_mask": 1.0 - mask,
+            "state": None, "permutation_mask": None, "target_mapping": None,
+            "masked_tokens": None}
+  if mode == "pretrain":
+    p = m["num_predict"]
+    pos = np.sort(rng.choice(l, p, replace=False))
+    inputs.update(
+        state=[tf.zeros([b, m["mem"], s["d_model"]])] * s["n_layer"],
+        permutation_mask=tf.constant(rng.integers(0, 2, (b, l, l)),
+                                     tf.float32),
+        target_mapping=tf.one_hot(np.tile(pos, (b, 1)), l),
+        masked_tokens=tf.zeros([b, l]))
+    bias = tf.Variable(tf.zeros([s["n_token"]]))
+    targets = ids[:, :p]
+
+    def loss_fn():
+      out, _ = net(**inputs, training=True)
+      table = net.get_embedding_lookup_table()
+      logits = tf.einsum("bpd,nd->bpn", tf.cast(out, tf.float32),
+                         tf.cast(table, tf.float32)) + bias
+      return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+          labels=targets, logits=logits))
+    extra = [bias]
+  else:
+    head = keras.layers.Dense(2)
+    labels = tf.zeros([b], tf.int32)
+
+    def loss_fn():
+      out, _ = net(**inputs, training=True)
+      logits = tf.cast(head(out[:, -1]), tf.float32)
+      return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+          labels=labels, logits=logits))
+    extra = []
+  loss_fn()  # builds
+  holder = keras.Model()
+  holder.net, holder.extra = net, extra
+  return holder, inputs, loss_fn, keras.optimizers.Adam(1e-5)
+
+
+def run_hf(size, mode, args):
+  import torch
+  import transformers
+  torch.set_num_threads(args.threads)
+  m = MODES[mode]
+  s = SIZES[size]
+  cfg = transformers.XLNetConfig(
+      vocab_size=s["n_token"], d_model=s["d_model"], n_layer=s["n_layer"],
+      n_head=s["n_head"], d_inner=s["d_inner"], ff_activation="gelu_new",
+      untie_r=True, num_labels=2, mem_len=m.get("mem"),
+      reuse_len=m.get("reuse"), bi_data=mode == "pretrain")
+  b, l = m["batch"], m["seq"]
+  ids = torch.randint(10, s["n_token"], (b, l))
+  if mode == "pretrain":
+    model = transformers.XLNetLMHeadModel(cfg)
+    p = m["num_predict"]
+    tm = torch.zeros(b, p, l)
+    for k in range(p):
+      tm[:, k, k * 3] = 1
+    kwargs = dict(perm_mask=torch.randint(0, 2, (b, l, l)).float(),
+                  target_mapping=tm, labels=ids[:, :p],
+                  mems=[torch.zeros(m["mem"], b, s["d_model"])] * s["n_layer"])
+  else:
+    model = transformers.XLNetForSequenceClassification(cfg)
+    kwargs = dict(labels=torch.zeros(b, dtype=torch.long))
+  if args.compile:
+    model = torch.compile(model)
+  opt = torch.optim.Adam(model.parameters(), lr=1e-5)
+
+  if m["train"]:
+    model.train()
+
+    def step():
+      opt.zero_grad()
+      model(ids, **kwargs).loss.backward()
+      opt.step()
+  else:
+    model.eval()
+
+    def step():
+      with torch.no_grad():
+        model(ids)
+  return step
+
+
+def single(args) -> dict:
+  """One (implementation, mode) measurement in this process."""
+  mode, impl = args.mode, args.impl
+  m = MODES[mode]
+  if impl == "hf":
+    step = run_hf(args.size, mode, args)
+    compiled = step
+  else:
+    tf = _threads(args.threads)
+    build = run_ours if impl == "ours" else run_garden
+    model, feats, loss_fn, opt = build(tf, args.size, mode, args)
+    if m["train"]:
+      def train_step():
+        with tf.GradientTape() as tape:
+          loss = loss_fn()
+        variables = model.trainable_variables
+        opt.apply_gradients(zip(tape.gradient(loss, variables), variables))
+        return loss
+      compiled = tf.function(train_step, jit_compile=args.xla)
+    else:
+      if impl == "ours":
+        compiled = tf.function(lambda: model(feats)["logits"],
+                               jit_compile=args.xla)
+      else:
+        net = model.net
+        compiled = tf.function(lambda: net(**feats)[0], jit_compile=args.xla)
+    step = lambda: compiled()  # noqa: E731
+  rounds = [_time(step, args.warmup, args.steps) for _ in range(args.rounds)]
+  seconds = min(rounds)
+  return {"impl": impl, "mode": mode, "xla": args.xla,
+          "compile": args.compile, "precision": args.precision,
+          "seconds_per_step": seconds, "rounds": rounds,
+          "examples_per_sec": m["batch"] / seconds,
+          "tokens_per_sec": m["batch"] * m["seq"] / seconds,
+          "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+                         / 1024}
+
+
+def matmul_peak(args) -> dict:
+  tf = _threads(args.threads)
+  out = {}
+  for dtype in (tf.float32, tf.bfloat16):
+    a = tf.random.normal([2048, 2048], dtype=tf.float32)
+    a = tf.cast(a, dtype)
+    f = tf.function(lambda: tf.matmul(a, a))
+    s = _time(f, 2, 5)
+    out[dtype.name] = 2 * 2048 ** 3 / s / 1e9
+  return {"matmul_gflops": out}
+
+
+def flops_per_step(size, mode) -> float:
+  s, m = SIZES[size], MODES[mode]
+  d, f, n = s["d_model"], s["d_inner"], s["n_layer"]
+  params = n * (5 * d * d + 2 * d * f)  # q k v r o + FFN, no embeddings
+  tokens = m["batch"] * m["seq"]
+  klen = m["seq"] + m.get("mem", 0)
+  attn = n * 4 * m["batch"] * m["seq"] * klen * d  # scores + weighted sum
+  return 6 * params * tokens + 3 * attn
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__)
+  parser.add_argument("--size", default="base", choices=sorted(SIZES))
+  parser.add_argument("--modes", default="finetune,pretrain,infer1,infer32")
+  parser.add_argument("--impls", default="ours,garden,hf")
+  parser.add_argument("--threads", type=int, default=2)
+  parser.add_argument("--steps", type=int, default=5)
+  parser.add_argument("--warmup", type=int, default=2)
+  parser.add_argument("--rounds", type=int, default=2)
+  parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
+  parser.add_argument("--xla", action="store_true")
+  parser.add_argument("--compile", action="store_true", help="torch.compile")
+  parser.add_argument("--impl", help=argparse.SUPPRESS)
+  parser.add_argument("--mode", help=argparse.SUPPRESS)
+  parser.add_argument("--peak", action="store_true", help=argparse.SUPPRESS)
+  args = parser.parse_args()
+  if args.peak:
+    print(json.dumps(matmul_peak(args)))
+    return
+  if args.impl:
+    print(json.dumps(single(args)))
+    return
+
+  def child(extra):
+    cmd = [sys.executable, os.path.abspath(__file__), f"--size={args.size}",
+           f"--threads={args.threads}", f"--steps={args.steps}",
+           f"--warmup={args.warmup}", f"--rounds={args.rounds}",
+           f"--precision={args.precision}", *extra]
+    if args.xla:
+      cmd.append("--xla")
+    if args.compile:
+      cmd.append("--compile")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    res = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if res.returncode != 0:
+      return {"error": res.stderr.strip().splitlines()[-1]
+              if res.stderr.strip() else f"exit {res.returncode}"}
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+  report = {"benchmark": "train_step", "size": args.size,
+            "threads": args.threads, "precision": args.precision,
+            "xla": args.xla, **child(["--peak"]), "results": []}
+  peak = report.get("matmul_gflops", {}).get(
+      "bfloat16" if args.precision == "bf16" else "float32")
+  for mode in args.modes.split(","):
+    row = {"mode": mode}
+    for impl in args.impls.split(","):
+      r = child([f"--impl={impl}", f"--mode={mode}"])
+      if "seconds_per_step" in r and MODES[mode]["train"] and peak:
+        r["fraction_of_matmul_peak"] = (
+            flops_per_step(args.size, mode) / r["seconds_per_step"] / 1e9 /
+            peak)
+      row[impl] = r
+    peers = [row[i]["examples_per_sec"] for i in row
+             if i not in ("mode", "ours") and "examples_per_sec" in row[i]]
+    if "examples_per_sec" in row.get("ours", {}) and peers:
+      row["ours_vs_fastest_peer"] = row["ours"]["examples_per_sec"] / max(
+          peers)
+    report["results"].append(row)
+  print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+  main()
