@@ -116,13 +116,16 @@ def _atomic_json(path: str, data: dict) -> None:
 def build_pass(data: np.ndarray, sent_ids: np.ndarray,
                cfg: PretrainDataConfig, is_start: np.ndarray,
                tfrecord_dir: str, split: str, task: int, pass_id: int,
-               seed: int, info_extra: dict) -> dict:
-  """Writes one pass's TFRecord file and record-info; returns the info."""
+               seed: int, info_extra: dict, max_batches: int = 0) -> dict:
+  """Writes one pass's TFRecord file and record-info; returns the info.
+  `max_batches` > 0 stops after that many host steps (quick experiments)."""
   import tensorflow as tf
   rng = np.random.default_rng([seed, task, pass_id])
   name = format_name(f"{split}-{task}-{pass_id}", cfg, "tfrecords")
   path = os.path.join(tfrecord_dir, name)
   total = pretrain_data.max_host_steps(len(data), cfg)
+  if max_batches:
+    total = min(total, max_batches)
   progress = Progress(f"pass {pass_id} batches", total=total, unit="batches")
   fd, tmp = tempfile.mkstemp(dir=tfrecord_dir, prefix=".tmp-" + name)
   os.close(fd)
@@ -135,6 +138,8 @@ def build_pass(data: np.ndarray, sent_ids: np.ndarray,
           writer.write(_serialize(example))
         num_batch += 1
         progress.update()
+        if num_batch == max_batches:
+          break
     if num_batch == 0:
       raise DataError(
           f"no example could be built: {len(data)} tokens make streams "
@@ -158,8 +163,8 @@ def create_pretrain_data(input_paths: Sequence[str], cfg: PretrainDataConfig,
                          save_dir: str, sp_path: Optional[str],
                          from_raw_text: bool = True, split: str = "train",
                          task: int = 0, num_task: int = 1,
-                         pass_ids: Sequence[int] = (0,), seed: int = 0
-                         ) -> List[dict]:
+                         pass_ids: Sequence[int] = (0,), seed: int = 0,
+                         max_batches: int = 0) -> List[dict]:
   """Builds the passes of one task; returns their record-infos.
 
   The task takes every `num_task`-th input file starting at `task`. Each
@@ -190,7 +195,8 @@ def create_pretrain_data(input_paths: Sequence[str], cfg: PretrainDataConfig,
   info_extra = {"sp_path": os.path.abspath(sp_path) if sp_path else None,
                 "vocab_size": vocab.vocab_size,
                 "from_raw_text": from_raw_text, "num_task": num_task,
-                "input_files": [os.path.abspath(p) for p in my_paths]}
+                "input_files": [os.path.abspath(p) for p in my_paths],
+                "max_batches": max_batches}
 
   wanted = []
   for pass_id in pass_ids:
@@ -224,7 +230,8 @@ def create_pretrain_data(input_paths: Sequence[str], cfg: PretrainDataConfig,
         len(shards))
     data, sent_ids = pretrain_data.concat_documents(shards, order)
     infos.append(build_pass(data, sent_ids, cfg, is_start, tfrecord_dir,
-                            split, task, pass_id, seed, info_extra))
+                            split, task, pass_id, seed, info_extra,
+                            max_batches))
   if task == 0:
     _atomic_json(os.path.join(save_dir, "corpus_info.json"),
                  dict(info_extra, config=cfg.to_dict(), split=split))
@@ -251,7 +258,8 @@ def main(argv):
     infos = create_pretrain_data(
         sorted(glob.glob(f.input_glob)), cfg, f.save_dir, f.sp_path,
         from_raw_text=f.from_raw_text, split=f.split, task=f.task,
-        num_task=f.num_task, pass_ids=list(pass_ids), seed=f.seed)
+        num_task=f.num_task, pass_ids=list(pass_ids), seed=f.seed,
+        max_batches=f.max_batches)
   except (DataError, TokenizerError) as e:
     sys.stderr.write(f"create_pretrain_data: {e}\n")
     return 2
@@ -291,6 +299,8 @@ def define_flags():
   flags.DEFINE_integer("num_task", 1, "Machines sharing the input files.")
   flags.DEFINE_integer("task", 0, "This machine's task id.")
   flags.DEFINE_integer("seed", 0, "Random seed: same seed, same records.")
+  flags.DEFINE_integer("max_batches", 0,
+                       "Stop each pass after this many batches (0 = all).")
   flags.DEFINE_bool("original_ngram_count", False,
                     "Reproduce the original's span sizing, which counts "
                     "sub-word pieces instead of words.")

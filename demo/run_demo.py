@@ -32,7 +32,7 @@ DATA = os.path.join(ROOT, "demo", "data")
 SIZES = {
     "demo": dict(vocab=8000, lines=None, seq_len=128, reuse_len=64, bsz=16,
                  num_predict=20, perm=32, n_layer=4, d_model=128, n_head=4,
-                 d_head=32, d_inner=512, mem_len=64, pretrain_steps=400,
+                 d_head=32, d_inner=512, mem_len=64, pretrain_steps=300,
                  pretrain_lr=1e-3, clf_len=64, clf_bsz=32, clf_steps=300,
                  clf_lr=1e-4, iterations=50),
     "tiny": dict(vocab=1000, lines=400, seq_len=32, reuse_len=16, bsz=4,
@@ -124,7 +124,8 @@ def main(argv=None) -> int:
        f"--sp_path={spiece}", f"--save_dir={records}",
        f"--bsz_per_host={s['bsz']}", f"--seq_len={s['seq_len']}",
        f"--reuse_len={s['reuse_len']}", f"--num_predict={s['num_predict']}",
-       f"--perm_size={s['perm']}", "--bi_data", "--seed=0"],
+       f"--perm_size={s['perm']}", "--bi_data", "--seed=0",
+       f"--max_batches={s['pretrain_steps']}"],
       log("pretrain_data"))
 
   # 3. Pretraining.

@@ -180,6 +180,7 @@ def _target_prefix(target: str) -> str:
 def convert(args) -> List[str]:
   """Does the conversion `args` asks for; returns the report lines."""
   from xlnet_tf import checkpoint, hf
+  from xlnet_tf.encoder import XLNetModel
 
   fmt = args.from_format
   if fmt == "auto":
@@ -258,6 +259,11 @@ def convert(args) -> List[str]:
   else:
     prefix = _target_prefix(args.target)
     if args.to_format == "original":
+      if (report is not None and not isinstance(obj, XLNetModel) and
+          not obj.uses_query_stream and
+          "model/transformer/mask_emb/mask_emb" in report.loaded):
+        notes.append("mask_emb not written: fine-tuned models in the "
+                     "original layout have none")
       written = checkpoint.save_original_checkpoint(obj, prefix)
     else:
       written = checkpoint.save_native_checkpoint(obj, prefix)

@@ -109,7 +109,7 @@ _RULES = [
     (r"model/lm_loss/weight", "lm_loss.weight", False, False),
     (r"model/lm_loss/bias", "lm_loss.bias", False, False),
     (r"model/sequnece_summary/summary/kernel",
-     "sequence_summary.summary.weight", False, False),
+     "sequence_summary.summary.weight", True, False),
     (r"model/sequnece_summary/summary/bias",
      "sequence_summary.summary.bias", False, False),
     (r"(?:model/(?:classification|regression)_[^/]+/logit|logits/dense)/kernel",
