@@ -38,8 +38,15 @@ class RelativeAttention(MultiHeadBase):
     return tf.einsum("btd,dnh->btnh", x, kernel)
 
   def _attend(self, q_head, k_head, v_head, r_head, biases, seg_mat, mask,
-              training):
-    """The attention core: `q [B, I, N, H]` -> attention vector `[B, I, N, H]`."""
+              training, positions=None, qlen=None):
+    """The attention core: `q [B, I, N, H]` -> attention vector `[B, I, N, H]`.
+
+    Query rows are the `qlen` positions of the segment, or with `positions
+    [B, I]` (int) just those positions (the query stream's targets): their
+    position scores are then gathered from the relative rows directly,
+    `rel_shift`'s `x[i, j + qlen - pos_i]`, rather than computed for every
+    position and thrown away.
+    """
     r_w_bias, r_r_bias, r_s_bias, seg_embed = biases
     klen = tf.shape(k_head)[1]
 
@@ -48,7 +55,20 @@ class RelativeAttention(MultiHeadBase):
       bd = tf.einsum("bind,jnd->bnij", q_head + r_r_bias, r_head)
     else:
       bd = tf.einsum("bind,bjnd->bnij", q_head + r_r_bias, r_head)
-    bd = rel_shift(bd, klen)
+    if positions is None:
+      bd = rel_shift(bd, klen)
+    else:
+      index = (qlen - positions)[:, None, :, None] + tf.range(klen)
+      # 'uni' has klen + 1 rows: indices past them are future keys, masked
+      # (rel_shift reads another row's values there), so any row will do.
+      index = tf.minimum(index, tf.shape(bd)[-1] - 1)
+      bd = tf.gather(bd, tf.broadcast_to(index, tf.shape(ac)), batch_dims=3)
+      if seg_mat is not None:
+        seg_mat = tf.gather(seg_mat, positions, batch_dims=1)
+      if mask is not None:
+        full = tf.broadcast_to(mask, [tf.shape(seg_mat if seg_mat is not None
+                                               else q_head)[0], qlen, klen])
+        mask = tf.gather(full, positions, batch_dims=1)
     score = ac + bd
     if seg_mat is not None:
       ef = tf.einsum("bind,snd->bnis", q_head + r_s_bias, seg_embed)
@@ -98,12 +118,14 @@ class RelativeAttention(MultiHeadBase):
     g = tf.cast(g, dtype)
     q_head_g = self._project(g, self.q_kernel)
     if target_mapping is not None:
-      # Scatter the P query rows to their positions, attend, gather them back.
-      tm = tf.cast(target_mapping, dtype)
-      q_head_g = tf.einsum("bpnd,bpl->blnd", q_head_g, tm)
+      # Only the P target rows are computed; an all-zero (padding) row of
+      # target_mapping gives a zero attention vector, as in the original.
+      positions = tf.argmax(target_mapping, axis=-1, output_type=tf.int32)
+      is_target = tf.reduce_sum(tf.cast(target_mapping, dtype), axis=-1)
       vec_g = self._attend(q_head_g, k_head, v_head, r_head, biases, seg_mat,
-                           query_mask, training)
-      vec_g = tf.einsum("blnd,bpl->bpnd", vec_g, tm)
+                           query_mask, training, positions=positions,
+                           qlen=tf.shape(h)[1])
+      vec_g *= is_target[:, :, None, None]
     else:
       vec_g = self._attend(q_head_g, k_head, v_head, r_head, biases, seg_mat,
                            query_mask, training)
