@@ -65,6 +65,10 @@ flags.DEFINE_float("weight_decay", 0.0, "AdamW weight decay.")
 flags.DEFINE_float("adam_epsilon", 1e-8, "Adam epsilon.")
 flags.DEFINE_float("clip", 1.0, "Global-norm gradient clipping.")
 flags.DEFINE_integer("iterations", 100, "Steps per loop and log line.")
+flags.DEFINE_integer("grad_accum_steps", 1,
+                     "Consecutive segments of the streams whose gradients "
+                     "make one optimizer step.")
+flags.DEFINE_bool("jit_compile", False, "XLA for forward/backward.")
 flags.DEFINE_integer("save_steps", None, "Checkpoint every this many steps.")
 flags.DEFINE_integer("max_save", 5, "Checkpoints kept.")
 flags.DEFINE_enum("strategy", "default",
@@ -112,7 +116,8 @@ def main(argv):
         min_lr_ratio=f.min_lr_ratio, weight_decay=f.weight_decay,
         adam_epsilon=f.adam_epsilon, clip=f.clip, iterations=f.iterations,
         save_steps=f.save_steps, max_save=f.max_save, strategy=f.strategy,
-        tpu=f.tpu, init_checkpoint=f.init_checkpoint)
+        tpu=f.tpu, init_checkpoint=f.init_checkpoint,
+        grad_accum_steps=f.grad_accum_steps, jit_compile=f.jit_compile)
     trainer = Trainer(PretrainTask(config, options, f.seq_len), train_opts)
     replicas = trainer.strategy.num_replicas_in_sync
     workers = trainer.strategy.extended._num_workers if hasattr(  # pylint: disable=protected-access

@@ -47,6 +47,10 @@ def define_finetune_flags(defaults: dict) -> None:
   flags.DEFINE_integer("num_cpu_devices", 0,
                        "Split the CPU into this many logical devices.")
   flags.DEFINE_integer("iterations", 100, "Steps per loop and log line.")
+  flags.DEFINE_integer("grad_accum_steps", 1,
+                       "Micro-batches per optimizer step (train_batch_size "
+                       "is split over them).")
+  flags.DEFINE_bool("jit_compile", False, "XLA for forward/backward.")
   # Training.
   flags.DEFINE_bool("do_train", False, "Train.")
   flags.DEFINE_integer("train_steps", d["train_steps"], "Training steps.")
@@ -103,7 +107,8 @@ def finetune_options(f, options_cls, **extra):
           save_steps=f.save_steps, max_save=f.max_save or 10 ** 6,
           strategy=f.strategy, tpu=f.tpu, init_checkpoint=f.init_checkpoint,
           decay_method=f.decay_method,
-          lr_layer_decay_rate=f.lr_layer_decay_rate),
+          lr_layer_decay_rate=f.lr_layer_decay_rate,
+          grad_accum_steps=f.grad_accum_steps, jit_compile=f.jit_compile),
       task_name=f.task_name, data_dir=f.data_dir, output_dir=f.output_dir,
       spiece_model_file=f.spiece_model_file, max_seq_length=f.max_seq_length,
       summary_type=f.summary_type, use_summ_proj=f.use_summ_proj,

@@ -49,6 +49,8 @@ class TrainOptions:
   init_checkpoint: Optional[str] = None
   decay_method: str = "poly"     # 'poly' (linear) or 'cos'
   lr_layer_decay_rate: float = 1.0
+  grad_accum_steps: int = 1      # micro-batches per optimizer step
+  jit_compile: bool = False      # XLA for the forward/backward pass
 
   def validate(self) -> None:
     if self.train_steps <= 0:
@@ -60,6 +62,9 @@ class TrainOptions:
     if not 0 <= self.warmup_steps <= self.train_steps:
       raise ValueError(f"warmup_steps ({self.warmup_steps}) must be in "
                        f"[0, train_steps={self.train_steps}]")
+    if self.grad_accum_steps < 1:
+      raise ValueError(f"grad_accum_steps must be >= 1, got "
+                       f"{self.grad_accum_steps}")
     if self.decay_method not in ("poly", "cos"):
       raise ValueError(f"decay_method must be 'poly' or 'cos', got "
                        f"{self.decay_method!r}")
@@ -128,6 +133,10 @@ class Trainer:
     self.opts = opts
     self.strategy = strategy or make_strategy(opts.strategy, opts.tpu)
     self.replicas = self.strategy.num_replicas_in_sync
+    # XLA compiles the forward/backward pass; the cross-replica all-reduce
+    # and the update stay outside it.
+    self._compute = tf.function(self._gradients, jit_compile=True) \
+        if opts.jit_compile else self._gradients
     with self.strategy.scope():
       # Built here: variables created outside the scope are not mirrored.
       self.model = task.build_model()
@@ -171,16 +180,31 @@ class Trainer:
                       name=f"carried_state_{i}")
           for i, s in enumerate(shapes)]
 
-  def _train_step(self, features):
-    state = [v.read_value() for v in self.state_vars] or None
+  def _gradients(self, features, state):
+    """Loss, new state and gradients of one micro-batch on this replica."""
     with tf.GradientTape() as tape:
       loss, new_state = self.task.compute_loss(self.model, features, state,
                                                training=True)
-      scaled = loss / self.replicas
+      scaled = loss / (self.replicas * self.opts.grad_accum_steps)
     variables = self.model.trainable_variables
     grads = tape.gradient(scaled, variables)
     grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
              for g, v in zip(grads, variables)]
+    return loss, new_state, grads
+
+  def _train_step(self, micro_batches):
+    """One optimizer step over `grad_accum_steps` micro-batches: gradients
+    summed (so k batches of n equal one batch of k * n), all-reduced over
+    replicas, clipped by global norm, applied once."""
+    state = [v.read_value() for v in self.state_vars] or None
+    grads, losses = None, []
+    for features in micro_batches:
+      loss, state, micro = self._compute(features, state)
+      grads = micro if grads is None else [a + b for a, b in zip(grads, micro)]
+      losses.append(loss)
+    loss = tf.add_n(losses) / len(losses)
+    new_state = state
+    variables = self.model.trainable_variables
     ctx = tf.distribute.get_replica_context()
     grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
     if self.opts.clip > 0:
@@ -214,18 +238,21 @@ class Trainer:
 
     def input_fn(ctx):
       per_pipeline = ctx.num_replicas_in_sync // ctx.num_input_pipelines
-      return dataset_fn(ctx, start * per_pipeline)
+      return dataset_fn(ctx, start * per_pipeline * opts.grad_accum_steps)
     iterator = iter(self.strategy.distribute_datasets_from_function(input_fn))
+
+    accum = opts.grad_accum_steps
 
     @tf.function
     def loop(n_steps):
       for _ in tf.range(n_steps):
-        self.strategy.run(self._train_step, args=(next(iterator),))
+        batches = [next(iterator) for _ in range(accum)]
+        self.strategy.run(self._train_step, args=(batches,))
 
     writer = tf.summary.create_file_writer(os.path.join(opts.model_dir,
                                                         "train"))
     tokens_per_step = (self.task.tokens_per_example() * per_replica_batch *
-                       self.replicas)
+                       self.replicas * opts.grad_accum_steps)
     step, logs = start, {}
     began = time.monotonic()
     last_save = start

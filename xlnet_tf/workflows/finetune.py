@@ -132,11 +132,13 @@ class FinetuneWorkflow:
     info = self.features(opts.train_split, passes=opts.num_passes)
     logging.info("train: %d examples", info["num_examples"])
     trainer = Trainer(self.task, opts.train)
-    replicas = trainer.strategy.num_replicas_in_sync
-    if opts.train_batch_size % replicas:
+    # train_batch_size is the batch of one optimizer step: split over the
+    # replicas and the accumulated micro-batches.
+    parts = trainer.strategy.num_replicas_in_sync * opts.train.grad_accum_steps
+    if opts.train_batch_size % parts:
       raise ValueError(f"train_batch_size ({opts.train_batch_size}) must be "
-                       f"divisible by the {replicas} replicas")
-    per_replica = opts.train_batch_size // replicas
+                       f"divisible by replicas x grad_accum_steps ({parts})")
+    per_replica = opts.train_batch_size // parts
     trainer.train(lambda ctx, skip: self.dataset(
         info, per_replica, training=True, skip=skip, ctx=ctx), per_replica)
     return trainer
