@@ -110,3 +110,35 @@ def test_mirrored_two_replicas_equal_one_device(tmp_path):
                              rtol=1e-5)
   for k, w in enumerate(trainer.model.weights):
     np.testing.assert_allclose(mirrored[f"arr_{k}"], w.numpy(), atol=1e-6)
+
+
+def test_frozen_layers_do_not_move(tmp_path):
+  after = _train_one_step(tmp_path / "f", 8, freeze_layers=1)
+  model = ClassifierTask(CONFIG, OPTIONS, 2, "t").build_model()
+  model.build(None)
+  names = [w.name for w in model.weights]
+  for name, a, w0 in zip(names, after, _initial_weights()):
+    frozen = "layer_0/" in name or "word_embedding" in name
+    if frozen or "mask_emb" in name:
+      np.testing.assert_array_equal(a, w0, err_msg=name)
+    elif "layer_1/" in name and "kernel" in name:
+      assert not np.array_equal(a, w0), name
+
+
+def test_variable_names_drive_layer_rates_and_weight_decay(tmp_path):
+  """Per-layer rates and the decay exclusions match on variable paths; a
+  model built by the loop must carry them."""
+  from xlnet_tf.optimization import layer_lr_factor, make_optimizer
+  trainer = Trainer(ClassifierTask(CONFIG, OPTIONS, 2, "t"),
+                    TrainOptions(model_dir=str(tmp_path), train_steps=1,
+                                 weight_decay=0.01, lr_layer_decay_rate=0.5))
+  names = [v.name for v in trainer.model.trainable_variables]
+  factors = {n: layer_lr_factor(n, 2, 0.5) for n in names}
+  assert {f for n, f in factors.items() if "/layer_0/" in n} == {0.5}
+  assert {f for n, f in factors.items() if "/layer_1/" in n} == {1.0}
+  assert factors[[n for n in names if "word_embedding" in n][0]] == 1.0
+  opt = make_optimizer(trainer.opts, n_layer=2)
+  decayed = {n for n in names if opt._do_use_weight_decay(n)}  # pylint: disable=protected-access
+  assert all("LayerNorm" not in n and "bias" not in n for n in decayed)
+  assert any("rel_attn/q/kernel" in n for n in decayed)
+  assert any("LayerNorm/gamma" in n for n in names)

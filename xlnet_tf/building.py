@@ -1,10 +1,25 @@
 """Weights are created from the config alone, so any layer can be built
 before it sees data (checkpoint loading relies on it)."""
 
+import tensorflow as tf
+
 
 def build_once(*layers) -> None:
-  """Builds each layer that is not built yet; building twice would create a
-  second set of variables."""
+  """Builds each layer that is not built yet, inside its name scope.
+
+  Building twice would create a second set of variables. The scope gives
+  variables their path (`.../transformer/layer_3/rel_attn/LayerNorm/gamma`),
+  which per-layer learning rates and the weight-decay exclusions match on;
+  a direct `build()` call would not enter it.
+  """
   for layer in layers:
     if not layer.built:
-      layer.build(None)
+      with tf.name_scope(layer.name):
+        layer.build(None)
+
+
+def build_dense(dense, input_dim: int) -> None:
+  """Builds a Dense layer for `[..., input_dim]` inputs, in its name scope."""
+  if not dense.built:
+    with tf.name_scope(dense.name):
+      dense.build([None, input_dim])

@@ -51,6 +51,8 @@ def define_finetune_flags(defaults: dict) -> None:
                        "Micro-batches per optimizer step (train_batch_size "
                        "is split over them).")
   flags.DEFINE_bool("jit_compile", False, "XLA for forward/backward.")
+  flags.DEFINE_integer("freeze_layers", 0,
+                       "Keep the embeddings and the lowest n layers fixed.")
   # Training.
   flags.DEFINE_bool("do_train", False, "Train.")
   flags.DEFINE_integer("train_steps", d["train_steps"], "Training steps.")
@@ -108,7 +110,8 @@ def finetune_options(f, options_cls, **extra):
           strategy=f.strategy, tpu=f.tpu, init_checkpoint=f.init_checkpoint,
           decay_method=f.decay_method,
           lr_layer_decay_rate=f.lr_layer_decay_rate,
-          grad_accum_steps=f.grad_accum_steps, jit_compile=f.jit_compile),
+          grad_accum_steps=f.grad_accum_steps, jit_compile=f.jit_compile,
+          freeze_layers=f.freeze_layers),
       task_name=f.task_name, data_dir=f.data_dir, output_dir=f.output_dir,
       spiece_model_file=f.spiece_model_file, max_seq_length=f.max_seq_length,
       summary_type=f.summary_type, use_summ_proj=f.use_summ_proj,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import time
 from typing import Callable, Dict, List, Optional, Tuple
 
@@ -51,6 +52,7 @@ class TrainOptions:
   lr_layer_decay_rate: float = 1.0
   grad_accum_steps: int = 1      # micro-batches per optimizer step
   jit_compile: bool = False      # XLA for the forward/backward pass
+  freeze_layers: int = 0         # keep embeddings + the lowest n layers fixed
 
   def validate(self) -> None:
     if self.train_steps <= 0:
@@ -186,11 +188,23 @@ class Trainer:
       loss, new_state = self.task.compute_loss(self.model, features, state,
                                                training=True)
       scaled = loss / (self.replicas * self.opts.grad_accum_steps)
-    variables = self.model.trainable_variables
+    variables = self.trained_variables
     grads = tape.gradient(scaled, variables)
     grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
              for g, v in zip(grads, variables)]
     return loss, new_state, grads
+
+  @property
+  def trained_variables(self) -> List[tf.Variable]:
+    """Trainable variables minus the frozen ones (no gradients, no optimizer
+    slots: `freeze_layers` saves memory as well as compute)."""
+    n = self.opts.freeze_layers
+    if not n:
+      return self.model.trainable_variables
+    frozen = re.compile(r"(^|/)transformer/(word_embedding|mask_emb|layer_(" +
+                        "|".join(str(i) for i in range(n)) + r"))/")
+    return [v for v in self.model.trainable_variables
+            if not frozen.search(v.name)]
 
   def _train_step(self, micro_batches):
     """One optimizer step over `grad_accum_steps` micro-batches: gradients
@@ -204,7 +218,7 @@ class Trainer:
       losses.append(loss)
     loss = tf.add_n(losses) / len(losses)
     new_state = state
-    variables = self.model.trainable_variables
+    variables = self.trained_variables
     ctx = tf.distribute.get_replica_context()
     grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
     if self.opts.clip > 0:

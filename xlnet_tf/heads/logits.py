@@ -10,6 +10,7 @@ from __future__ import annotations
 import tensorflow as tf
 import tf_keras as keras
 
+from xlnet_tf.building import build_dense
 from xlnet_tf.initializers import fresh
 
 
@@ -30,7 +31,7 @@ class LogitHead(keras.layers.Layer):
         name=original_scope.rsplit("/", 1)[-1], dtype=self.dtype_policy)
 
   def build(self, input_shape=None):
-    self.dense.build([None, self.d_model])
+    build_dense(self.dense, self.d_model)
     super().build(input_shape)
 
   def call(self, hidden):

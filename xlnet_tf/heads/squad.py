@@ -11,7 +11,7 @@ from __future__ import annotations
 import tensorflow as tf
 import tf_keras as keras
 
-from xlnet_tf.building import build_once
+from xlnet_tf.building import build_dense, build_once
 from xlnet_tf.initializers import fresh
 from xlnet_tf.layers.layer_norm import LayerNorm
 from xlnet_tf.masks import MASK_PENALTY
@@ -64,12 +64,12 @@ class SquadHead(keras.layers.Layer):
 
   def build(self, input_shape=None):
     d = self.d_model
-    self.start_dense.build([None, d])
-    self.end_dense_0.build([None, 2 * d])
+    build_dense(self.start_dense, d)
+    build_dense(self.end_dense_0, 2 * d)
     build_once(self.end_layer_norm)
-    self.end_dense_1.build([None, d])
-    self.cls_dense_0.build([None, 2 * d])
-    self.cls_dense_1.build([None, d])
+    build_dense(self.end_dense_1, d)
+    build_dense(self.cls_dense_0, 2 * d)
+    build_dense(self.cls_dense_1, d)
     super().build(input_shape)
 
   def _end_log_probs(self, hidden, start_features, p_mask):

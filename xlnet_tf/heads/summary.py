@@ -8,7 +8,7 @@ from typing import Optional
 import tensorflow as tf
 import tf_keras as keras
 
-from xlnet_tf.building import build_once
+from xlnet_tf.building import build_dense, build_once
 from xlnet_tf.config import RunOptions, XLNetConfig
 from xlnet_tf.initializers import dtype_policy, fresh, get_initializer
 from xlnet_tf.layers import AbsoluteAttention
@@ -74,7 +74,7 @@ class SequenceSummary(keras.layers.Layer):
           initializer=fresh(self.initializer))
       build_once(self.attention)
     if self.projection is not None:
-      self.projection.build([None, self.config.d_model])
+      build_dense(self.projection, self.config.d_model)
     super().build(input_shape)
 
   def call(self, hidden, input_mask=None, training=False):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tf_keras as keras
 
-from xlnet_tf.building import build_once
+from xlnet_tf.building import build_dense, build_once
 from xlnet_tf.initializers import fresh, get_activation
 from xlnet_tf.layers.layer_norm import LayerNorm
 
@@ -34,8 +34,8 @@ class PositionwiseFFN(keras.layers.Layer):
     self.layer_norm = LayerNorm(d_model, dtype=self.dtype_policy)
 
   def build(self, input_shape=None):
-    self.layer_1.build([None, self.d_model])
-    self.layer_2.build([None, self.d_inner])
+    build_dense(self.layer_1, self.d_model)
+    build_dense(self.layer_2, self.d_inner)
     build_once(self.layer_norm)
     super().build(input_shape)
 
