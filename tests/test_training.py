@@ -134,8 +134,10 @@ def test_variable_names_drive_layer_rates_and_weight_decay(tmp_path):
                                  weight_decay=0.01, lr_layer_decay_rate=0.5))
   names = [v.name for v in trainer.model.trainable_variables]
   factors = {n: layer_lr_factor(n, 2, 0.5) for n in names}
-  assert {f for n, f in factors.items() if "/layer_0/" in n} == {0.5}
-  assert {f for n, f in factors.items() if "/layer_1/" in n} == {1.0}
+  assert {f for n, f in factors.items()
+          if "transformer/layer_0/" in n} == {0.5}
+  assert {f for n, f in factors.items()
+          if "transformer/layer_1/" in n} == {1.0}
   assert factors[[n for n in names if "word_embedding" in n][0]] == 1.0
   opt = make_optimizer(trainer.opts, n_layer=2)
   decayed = {n for n in names if opt._do_use_weight_decay(n)}  # pylint: disable=protected-access
