@@ -139,6 +139,19 @@ def classifier_dataset(path: str, record_length: int, batch_size: int,
       "is_real_example": tf.io.FixedLenFeature([], tf.int64),
   }
 
+  return records_dataset(path, spec, batch_size, is_training, shuffle_buffer,
+                         seed, skip_batches, input_context)
+
+
+def records_dataset(path: str, spec: dict, batch_size: int,
+                    is_training: bool = False, shuffle_buffer: int = 2048,
+                    seed: int = 0, skip_batches: int = 0,
+                    input_context: Optional[tf.distribute.InputContext] = None
+                    ) -> tf.data.Dataset:
+  """Batches of one feature file parsed with `spec` (int64 -> int32):
+  training repeats and shuffles (seeded), inference keeps every record in
+  file order; each input pipeline reads its shard; `skip_batches` resumes."""
+
   def parse(record):
     ex = tf.io.parse_single_example(record, spec)
     return {k: tf.cast(v, tf.int32) if v.dtype == tf.int64 else v

@@ -878,23 +878,9 @@ def squad_dataset(path: str, max_seq_length: int, batch_size: int,
                 end_positions=tf.io.FixedLenFeature([], tf.int64),
                 is_impossible=tf.io.FixedLenFeature([], tf.float32))
 
-  def parse(record):
-    ex = tf.io.parse_single_example(record, spec)
-    return {k: tf.cast(v, tf.int32) if v.dtype == tf.int64 else v
-            for k, v in ex.items()}
-
-  ds = tf.data.TFRecordDataset(path)
-  if input_context is not None and input_context.num_input_pipelines > 1:
-    ds = ds.shard(input_context.num_input_pipelines,
-                  input_context.input_pipeline_id)
-  if is_training:
-    ds = ds.repeat().shuffle(shuffle_buffer, seed=seed,
-                             reshuffle_each_iteration=True)
-  ds = ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-  ds = ds.batch(batch_size, drop_remainder=is_training)
-  if skip_batches:
-    ds = ds.skip(skip_batches)
-  return ds.prefetch(tf.data.AUTOTUNE)
+  from data_utils.feature_records import records_dataset
+  return records_dataset(path, spec, batch_size, is_training, shuffle_buffer,
+                         seed, skip_batches, input_context)
 
 
 def read_feature_meta(path: str) -> List[SquadFeature]:
