@@ -29,7 +29,6 @@ def main():
   parser.add_argument("--bsz_per_host", type=int, default=32)
   args = parser.parse_args()
 
-  import numpy as np
   from data_utils import pretrain_data
   from data_utils.create_pretrain_data import build_pass
   from data_utils.tokenization import SentencePieceTokenizer

@@ -21,12 +21,12 @@ import glob
 import json
 import os
 import sys
-import tempfile
 from typing import List, Optional, Sequence
 
 import numpy as np
 
 from data_utils import pretrain_data
+from data_utils.atomic import atomic_path, write_json
 from data_utils.pretrain_data import DataError, PretrainDataConfig
 from data_utils.progress import Progress
 from data_utils.tokenization import SentencePieceTokenizer, TokenizerError
@@ -104,15 +104,6 @@ def _serialize(example: dict) -> bytes:
       features=tf.train.Features(feature=feature)).SerializeToString()
 
 
-def _atomic_json(path: str, data: dict) -> None:
-  fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
-  with os.fdopen(fd, "w") as f:
-    json.dump(data, f, indent=2, sort_keys=True)
-    f.write("\n")
-  os.chmod(tmp, 0o644)
-  os.replace(tmp, path)
-
-
 def build_pass(data: np.ndarray, sent_ids: np.ndarray,
                cfg: PretrainDataConfig, is_start: np.ndarray,
                tfrecord_dir: str, split: str, task: int, pass_id: int,
@@ -127,10 +118,8 @@ def build_pass(data: np.ndarray, sent_ids: np.ndarray,
   if max_batches:
     total = min(total, max_batches)
   progress = Progress(f"pass {pass_id} batches", total=total, unit="batches")
-  fd, tmp = tempfile.mkstemp(dir=tfrecord_dir, prefix=".tmp-" + name)
-  os.close(fd)
   num_batch = 0
-  try:
+  with atomic_path(path, prefix=".tmp-" + name) as tmp:
     with tf.io.TFRecordWriter(tmp) as writer:
       for step in pretrain_data.host_steps(data, sent_ids, cfg, is_start,
                                            rng):
@@ -145,17 +134,12 @@ def build_pass(data: np.ndarray, sent_ids: np.ndarray,
           f"no example could be built: {len(data)} tokens make streams "
           f"shorter than seq_len + reuse_len for {cfg.bsz_per_host} streams "
           "(use more text, a smaller bsz_per_host or a shorter seq_len)")
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
-  finally:
-    if os.path.exists(tmp):
-      os.remove(tmp)
   progress.finish()
   info = dict(info_extra, format=RECORD_FORMAT, filenames=[name],
               num_batch=num_batch, num_example=num_batch * cfg.bsz_per_host,
               split=split, task=task, pass_id=pass_id, seed=seed,
               config=cfg.to_dict())
-  _atomic_json(record_info_path(tfrecord_dir, split, task, pass_id, cfg), info)
+  write_json(record_info_path(tfrecord_dir, split, task, pass_id, cfg), info)
   return info
 
 
@@ -233,7 +217,7 @@ def create_pretrain_data(input_paths: Sequence[str], cfg: PretrainDataConfig,
                             split, task, pass_id, seed, info_extra,
                             max_batches))
   if task == 0:
-    _atomic_json(os.path.join(save_dir, "corpus_info.json"),
+    write_json(os.path.join(save_dir, "corpus_info.json"),
                  dict(info_extra, config=cfg.to_dict(), split=split))
   return infos
 

@@ -17,12 +17,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from typing import Callable, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
 
+from data_utils.atomic import atomic_path, write_json
 from data_utils.progress import Progress
 
 FORMAT = "xlnet-tf/classifier/v1"
@@ -68,9 +68,7 @@ def build_features(examples: Sequence, featurize: Callable[[object], dict],
   pad = (-n_real) % pad_to_multiple
   progress = Progress(f"{settings['task']} {settings['split']} features",
                       total=n_real, unit="examples")
-  fd, tmp = tempfile.mkstemp(dir=output_dir, prefix=".tmp-")
-  os.close(fd)
-  try:
+  with atomic_path(path) as tmp:
     with tf.io.TFRecordWriter(tmp) as writer:
       cache = {}
       for k in order + [-1] * pad:
@@ -87,19 +85,10 @@ def build_features(examples: Sequence, featurize: Callable[[object], dict],
           if num_passes == 1:
             del cache[k]
         writer.write(_serialize(feats, regression))
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
-  finally:
-    if os.path.exists(tmp):
-      os.remove(tmp)
   progress.finish()
   info = {"settings": settings, "num_examples": n_real,
           "num_records": n_real + pad}
-  fd, tmp = tempfile.mkstemp(dir=output_dir, prefix=".tmp-")
-  with os.fdopen(fd, "w") as f:
-    json.dump(info, f, indent=2, sort_keys=True)
-  os.chmod(tmp, 0o644)
-  os.replace(tmp, info_path)
+  write_json(info_path, info)
   return dict(info, path=path)
 
 

@@ -57,11 +57,11 @@ import hashlib
 import json
 import os
 import sys
-import tempfile
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from absl import logging
 
+from data_utils.atomic import atomic_path, write_json
 from data_utils.progress import Progress
 from data_utils.tokenization import (CLS_ID, SEP_ID, SPIECE_UNDERLINE,
                                      UNK_ID, preprocess_text)
@@ -791,31 +791,13 @@ def write_records(path: str, features: Iterable[SquadFeature],
                   max_seq_length: int) -> int:
   """Writes the features to `path` atomically; returns their number."""
   import tensorflow as tf
-  directory = os.path.dirname(os.path.abspath(path))
-  os.makedirs(directory, exist_ok=True)
-  fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")
-  os.close(fd)
   n = 0
-  try:
+  with atomic_path(path) as tmp:
     with tf.io.TFRecordWriter(tmp) as writer:
       for feature in features:
         writer.write(_serialize(feature, max_seq_length))
         n += 1
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
-  finally:
-    if os.path.exists(tmp):
-      os.remove(tmp)
   return n
-
-
-def _write_json_atomic(path: str, data) -> None:
-  fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
-                             prefix=".tmp-")
-  with os.fdopen(fd, "w") as f:
-    json.dump(data, f, indent=2, sort_keys=True)
-  os.chmod(tmp, 0o644)
-  os.replace(tmp, path)
 
 
 def cached_features(data: SquadData, tokenizer, settings: FeatureSettings,
@@ -848,7 +830,7 @@ def cached_features(data: SquadData, tokenizer, settings: FeatureSettings,
   info = {"settings": key, "num_features": len(features),
           "num_examples": len(data.examples),
           "stats": dataclasses.asdict(stats)}
-  _write_json_atomic(info_path, info)
+  write_json(info_path, info)
   logging.info("wrote %s (%d features)", path, len(features))
   return dict(info, path=path)
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import tempfile
 from typing import Any, Optional
+
+from data_utils.atomic import write_json
 
 
 class ConfigError(ValueError):
@@ -34,19 +35,9 @@ def _is_int(v) -> bool:
 
 
 def write_json_atomic(path: str, data: dict) -> None:
-  """Writes `data` as JSON to `path` through a temp file and a rename."""
-  directory = os.path.dirname(os.path.abspath(path))
-  os.makedirs(directory, exist_ok=True)
-  fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".json")
-  try:
-    with os.fdopen(fd, "w") as f:
-      json.dump(data, f, indent=4, sort_keys=True)
-      f.write("\n")
-    os.replace(tmp, path)
-  except BaseException:
-    if os.path.exists(tmp):
-      os.remove(tmp)
-    raise
+  """Writes `data` as JSON (the original's layout: indent 4, sorted keys)
+  through a temp file and a rename."""
+  write_json(path, data, indent=4)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -3,15 +3,13 @@ inference to numpy, atomic text outputs."""
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import tempfile
 from typing import Callable, Dict, List, Optional
 
 import numpy as np
 import tensorflow as tf
 
+from data_utils.atomic import write_json, write_text
 from data_utils.progress import Progress
 
 
@@ -51,15 +49,6 @@ def run_inference(model_fn: Callable[[dict], Dict[str, tf.Tensor]],
           collected.items()}
 
 
-def write_text_atomic(path: str, text: str) -> None:
-  directory = os.path.dirname(os.path.abspath(path))
-  os.makedirs(directory, exist_ok=True)
-  fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")
-  with os.fdopen(fd, "w", encoding="utf-8") as f:
-    f.write(text)
-  os.chmod(tmp, 0o644)
-  os.replace(tmp, path)
-
-
-def write_json_atomic(path: str, data) -> None:
-  write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+# The workflows' outputs (predictions, results) appear atomically.
+write_text_atomic = write_text
+write_json_atomic = write_json
