@@ -72,7 +72,10 @@ class RelativeAttention(MultiHeadBase):
     score = ac + bd
     if seg_mat is not None:
       ef = tf.einsum("bind,snd->bnis", q_head + r_s_bias, seg_embed)
-      score += tf.einsum("bijs,bnis->bnij", tf.cast(seg_mat, ef.dtype), ef)
+      # Picks ef[same] or ef[different] per (i, j): the one-hot product of
+      # the original, without a matmul over a dimension of 2.
+      different = (seg_mat[..., 1] > 0)[:, None]
+      score += tf.where(different, ef[..., 1:], ef[..., :1])
 
     prob = masked_softmax(score, self.scale,
                           None if mask is None else mask[:, None])
