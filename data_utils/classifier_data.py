@@ -196,19 +196,23 @@ def read_csv_task(spec: CsvSpec, data_dir: str, split: str
   return examples
 
 
+def text_files(folder: str, layout: str) -> List[str]:
+  """The `*.txt` files of a release folder, numeric names in number order
+  ("2.txt" before "10.txt"); a missing folder names the expected layout."""
+  if not os.path.isdir(folder):
+    raise TaskDataError(f"{folder}: no such folder (expected the {layout})")
+  return [os.path.join(folder, n) for n in sorted(
+      os.listdir(folder), key=lambda n: (len(n), n)) if n.endswith(".txt")]
+
+
 def read_imdb(data_dir: str, split: str) -> List[InputExample]:
   root = os.path.join(data_dir, "train" if split == "train" else "test")
   examples = []
   for label in ("neg", "pos"):
-    folder = os.path.join(root, label)
-    if not os.path.isdir(folder):
-      raise TaskDataError(f"{folder}: no such folder (expected the aclImdb "
-                          "layout {train,test}/{pos,neg}/*.txt)")
-    for name in sorted(os.listdir(folder),
-                       key=lambda n: (len(n), n)):
-      if not name.endswith(".txt"):
-        continue
-      with open(os.path.join(folder, name), encoding="utf-8") as f:
+    for path in text_files(os.path.join(root, label), "aclImdb layout "
+                           "{train,test}/{pos,neg}/*.txt"):
+      name = os.path.basename(path)
+      with open(path, encoding="utf-8") as f:
         text = f.read().strip().replace("<br />", " ")
       examples.append(InputExample(f"{label}/{name}", text, None, label))
   return examples

@@ -40,6 +40,17 @@ def feature_file(output_dir: str, settings: dict) -> str:
                       f"len-{settings['record_length']}.{key[:12]}.tf_record")
 
 
+def reusable_info(path: str, settings: dict) -> Optional[dict]:
+  """The info of a feature file built with exactly `settings` (plus its
+  `path`), or None when it is missing or was built otherwise."""
+  info_path = path + ".json"
+  if not (os.path.exists(path) and os.path.exists(info_path)):
+    return None
+  with open(info_path) as f:
+    info = json.load(f)
+  return dict(info, path=path) if info.get("settings") == settings else None
+
+
 def build_features(examples: Sequence, featurize: Callable[[object], dict],
                    record_length: int, regression: bool, output_dir: str,
                    settings: dict, pad_to_multiple: int = 1,
@@ -55,11 +66,9 @@ def build_features(examples: Sequence, featurize: Callable[[object], dict],
   os.makedirs(output_dir, exist_ok=True)
   path = feature_file(output_dir, settings)
   info_path = path + ".json"
-  if not overwrite and os.path.exists(path) and os.path.exists(info_path):
-    with open(info_path) as f:
-      info = json.load(f)
-    if info.get("settings") == settings:
-      return dict(info, path=path)
+  info = None if overwrite else reusable_info(path, settings)
+  if info is not None:
+    return info
 
   order = list(range(len(examples))) * num_passes
   if num_passes > 1:  # the original repeats (and shuffles) training data

@@ -25,7 +25,8 @@ import os
 from typing import Callable, List
 
 from data_utils.classifier_data import (SEG_ID_A, SEG_ID_B, SEG_ID_CLS,
-                                        SEG_ID_PAD, TaskDataError)
+                                        SEG_ID_PAD, TaskDataError,
+                                        text_files)
 from data_utils.tokenization import CLS_ID, SEP_ID
 
 LEVELS = ("middle", "high")
@@ -63,15 +64,9 @@ def read_race(data_dir: str, split: str, high_only: bool = False,
             and not (lv == "high" and middle_only)]
   examples = []
   for level in levels:
-    folder = os.path.join(data_dir, split, level)
-    if not os.path.isdir(folder):
-      raise TaskDataError(f"{folder}: no such folder (expected the RACE "
-                          "layout {train,dev,test}/{middle,high}/*.txt)")
-    for name in sorted(os.listdir(folder),
-                       key=lambda n: (len(n), n)):
-      if not name.endswith(".txt"):
-        continue
-      path = os.path.join(folder, name)
+    for path in text_files(os.path.join(data_dir, split, level),
+                           "RACE layout {train,dev,test}/{middle,high}/*.txt"):
+      name = os.path.basename(path)
       try:
         with open(path, encoding="utf-8") as f:
           data = json.load(f)

@@ -814,12 +814,11 @@ def cached_features(data: SquadData, tokenizer, settings: FeatureSettings,
   os.makedirs(output_dir, exist_ok=True)
   path = feature_file(output_dir, key)
   info_path = path + ".json"
-  if not overwrite and os.path.exists(path) and os.path.exists(info_path):
-    with open(info_path) as f:
-      info = json.load(f)
-    if info.get("settings") == key:
-      logging.info("reusing %s (%d features)", path, info["num_features"])
-      return dict(info, path=path)
+  from data_utils.feature_records import reusable_info
+  info = None if overwrite else reusable_info(path, key)
+  if info is not None:
+    logging.info("reusing %s (%d features)", path, info["num_features"])
+    return info
   features, stats = convert_examples(
       data.examples, tokenizer, settings, is_training, num_proc,
       what=f"squad {split} features")
