@@ -53,6 +53,10 @@ flags.DEFINE_enum("init", "normal", ["normal", "uniform"], "Initializer.")
 flags.DEFINE_float("init_std", 0.02, "Normal initializer stddev.")
 flags.DEFINE_float("init_range", 0.1, "Uniform initializer range.")
 flags.DEFINE_bool("use_bfloat16", False, "Compute in bfloat16.")
+flags.DEFINE_bool("use_float16", False,
+                 "Compute in float16 with dynamic loss scaling (GPU).")
+flags.DEFINE_bool("recompute", False,
+                 "Recompute each layer in the backward pass: less memory.")
 # Optimization and loop.
 flags.DEFINE_string("model_dir", None, "Checkpoints and summaries.")
 flags.DEFINE_string("init_checkpoint", None,
@@ -109,7 +113,8 @@ def main(argv):
         init_std=f.init_std, init_range=f.init_range,
         mem_len=f.mem_len or None, reuse_len=f.reuse_len, attn_type="bi",
         bi_data=f.bi_data, clamp_len=f.clamp_len, same_length=f.same_length,
-        use_bfloat16=f.use_bfloat16)
+        use_bfloat16=f.use_bfloat16,
+        use_float16=f.use_float16, recompute=f.recompute)
     train_opts = TrainOptions(
         model_dir=f.model_dir, train_steps=f.train_steps,
         learning_rate=f.learning_rate, warmup_steps=f.warmup_steps,

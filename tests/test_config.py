@@ -26,7 +26,14 @@ def test_run_options_defaults_are_the_originals():
       "dropout": 0.1, "dropatt": 0.1, "init": "normal", "init_std": 0.02,
       "init_range": 0.1, "mem_len": None, "reuse_len": None,
       "attn_type": "bi", "bi_data": False, "clamp_len": -1,
-      "same_length": False, "use_bfloat16": False}
+      "same_length": False, "use_bfloat16": False,
+      # Ours, off by default: they change memory/precision, not the math.
+      "use_float16": False, "recompute": False}
+
+
+def test_run_options_one_sixteen_bit_type():
+  with pytest.raises(xt.ConfigError, match="exclude each other"):
+    xt.RunOptions(use_bfloat16=True, use_float16=True)
 
 
 def _write(tmp_path, text):

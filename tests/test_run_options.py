@@ -29,26 +29,30 @@ def test_zero_dropout_training_equals_inference():
                              model(IDS)["sequence_output"], atol=1e-6)
 
 
-def test_bfloat16_close_to_float32(golden):
+@pytest.mark.parametrize("precision,dtype,tolerance", [
+    # Documented tolerances: bf16 keeps 8 bits of mantissa, fp16 11; the
+    # LayerNorm outputs are O(1).
+    ("use_bfloat16", tf.bfloat16, 0.1),
+    ("use_float16", tf.float16, 0.02),
+])
+def test_mixed_precision_close_to_float32(golden, precision, dtype, tolerance):
   case = golden("case_finetune")
   outputs = {}
-  for bf16 in (False, True):
+  for mixed in (False, True):
     model = xt.XLNetClassifier(case.config,
-                               case.options(use_bfloat16=bf16), n_class=3,
+                               case.options(**{precision: mixed}), n_class=3,
                                task_name="sts")
     xt.load_original_checkpoint(model, case.ckpt)
     hidden = model.encode({"input_ids": case["input_ids_bm"],
                            "segment_ids": case["seg_ids_bm"],
                            "input_mask": case["input_mask_bm"]})
-    outputs[bf16] = hidden
+    outputs[mixed] = hidden
     # Weights stay float32 whatever the compute dtype.
     assert all(w.dtype == tf.float32 for w in model.weights)
-  assert outputs[True].dtype == tf.bfloat16
+  assert outputs[True].dtype == dtype
   assert outputs[False].dtype == tf.float32
   diff = np.abs(tf.cast(outputs[True], tf.float32).numpy() - outputs[False])
-  # Documented tolerance: bf16 keeps 8 bits of mantissa; LayerNorm outputs
-  # are O(1), so a few 1e-2 at most.
-  assert diff.max() < 0.1
+  assert diff.max() < tolerance
   np.testing.assert_allclose(outputs[False], case["sequence_output_bm"],
                              atol=1e-5, rtol=1e-5)
 

@@ -26,6 +26,10 @@ def define_finetune_flags(defaults: dict) -> None:
                     "How to summarize the sequence.")
   flags.DEFINE_bool("use_summ_proj", True, "Tanh projection in the summary.")
   flags.DEFINE_bool("use_bfloat16", False, "Compute in bfloat16.")
+  flags.DEFINE_bool("use_float16", False,
+                   "Compute in float16 with dynamic loss scaling (GPU).")
+  flags.DEFINE_bool("recompute", False,
+                   "Recompute each layer in the backward pass: less memory.")
   flags.DEFINE_enum("init", "normal", ["normal", "uniform"], "Initializer.")
   flags.DEFINE_float("init_std", 0.02, "Normal initializer stddev.")
   flags.DEFINE_float("init_range", 0.1, "Uniform initializer range.")
@@ -100,7 +104,8 @@ def finetune_options(f, options_cls, **extra):
       run=xlnet_tf.RunOptions(
           dropout=f.dropout, dropatt=f.dropatt, init=f.init,
           init_std=f.init_std, init_range=f.init_range,
-          clamp_len=f.clamp_len, use_bfloat16=f.use_bfloat16),
+          clamp_len=f.clamp_len, use_bfloat16=f.use_bfloat16,
+          use_float16=f.use_float16, recompute=f.recompute),
       train=TrainOptions(
           model_dir=f.model_dir, train_steps=f.train_steps,
           learning_rate=f.learning_rate, warmup_steps=f.warmup_steps,

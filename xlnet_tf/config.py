@@ -115,6 +115,10 @@ class RunOptions:
   bi_data:   the batch is [forward half; backward half] (pretraining).
   clamp_len: clamp relative distances to [-clamp_len, clamp_len]; -1 = off.
   same_length: with 'uni', every query sees the same number of keys.
+  use_bfloat16 / use_float16: mixed precision (16-bit compute, float32
+             weights; float16 needs loss scaling, which the trainer adds).
+  recompute: keep only each layer's input for the backward pass and run the
+             layer again there (less memory, ~1/3 more compute).
 
   Example:
     >>> RunOptions().dropout, RunOptions(attn_type="uni").attn_type
@@ -132,8 +136,12 @@ class RunOptions:
   clamp_len: int = -1
   same_length: bool = False
   use_bfloat16: bool = False
+  use_float16: bool = False
+  recompute: bool = False
 
   def __post_init__(self):
+    _check(not (self.use_bfloat16 and self.use_float16),
+           "RunOptions: 'use_bfloat16' and 'use_float16' exclude each other")
     for key in ("dropout", "dropatt"):
       v = getattr(self, key)
       _check(isinstance(v, (int, float)) and 0.0 <= v < 1.0,

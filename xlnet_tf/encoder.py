@@ -30,6 +30,7 @@ from xlnet_tf.config import RunOptions, XLNetConfig
 from xlnet_tf.initializers import dtype_policy, fresh, get_initializer
 from xlnet_tf.layers import (PositionwiseFFN, RelativeAttention,
                              RelativePositionEncoding)
+from xlnet_tf.layers.dropout import sub_seed
 from xlnet_tf.masks import attention_masks, segment_matrix
 
 
@@ -53,6 +54,25 @@ def cache_memory(layer_input: tf.Tensor, prev_mem: Optional[tf.Tensor],
     layer_input = tf.concat([tf.cast(prev_mem, layer_input.dtype), layer_input],
                             axis=1)
   return tf.stop_gradient(layer_input[:, -mem_len:])
+
+
+def _recomputed(run_block, h, g, seed):
+  """`run_block(h, g, seed)` keeping only its inputs for the backward pass,
+  which runs the layer again (`RunOptions.recompute`): activation memory per
+  layer drops to its input, for one more forward pass of compute."""
+  args = [t for t in (h, g, seed) if t is not None]
+
+  @tf.recompute_grad
+  def forward(*tensors):
+    it = iter(tensors)
+    h_in = next(it)
+    g_in = next(it) if g is not None else None
+    seed_in = next(it) if seed is not None else None
+    h_out, g_out = run_block(h_in, g_in, seed_in)
+    return (h_out,) if g_out is None else (h_out, g_out)
+
+  outputs = forward(*args)
+  return outputs[0], (outputs[1] if len(outputs) > 1 else None)
 
 
 class XLNetBlock(keras.layers.Layer):
@@ -80,13 +100,16 @@ class XLNetBlock(keras.layers.Layer):
 
   def call(self, h, pos_enc, biases, g=None, mems=None, seg_mat=None,
            content_mask=None, query_mask=None, target_mapping=None,
-           training=False):
+           training=False, seed=None):
+    """`seed`: int32 `[2]` making this layer's dropout masks a function of
+    it (replayable for recomputation), or None for stateful dropout."""
     h, g = self.rel_attn(h, pos_enc, biases, g=g, mems=mems, seg_mat=seg_mat,
                          content_mask=content_mask, query_mask=query_mask,
-                         target_mapping=target_mapping, training=training)
+                         target_mapping=target_mapping, training=training,
+                         seed=sub_seed(seed, 0))
     if g is not None:
-      g = self.ff(g, training=training)
-    return self.ff(h, training=training), g
+      g = self.ff(g, training=training, seed=sub_seed(seed, 2))
+    return self.ff(h, training=training, seed=sub_seed(seed, 1)), g
 
   def original_weights(self) -> dict:
     weights = {f"rel_attn/{k}": v
@@ -208,15 +231,30 @@ class XLNetModel(keras.layers.Layer):
       pos_enc = tf.tile(pos_enc[None], [batch, 1, 1])
     pos_enc = self.dropout(tf.cast(pos_enc, dtype), training=training)
 
+    # Inside the layers dropout draws from per-layer seeds (stateless), so
+    # a layer recomputed in the backward pass replays the same masks.
+    dropping = training and (opts.dropout > 0 or opts.dropatt > 0)
+    seeds = (tf.random.uniform([self.config.n_layer, 2], maxval=2**31 - 1,
+                               dtype=tf.int32) if dropping else None)
     new_mems: List[tf.Tensor] = []
     for i, block in enumerate(self.blocks):
-      new_mems.append(cache_memory(h, None if mems is None else mems[i],
-                                   opts.mem_len, opts.reuse_len))
-      h, g = block(h, pos_enc, self._layer_biases(i, seg_ids is not None),
-                   g=g, mems=None if mems is None else mems[i],
-                   seg_mat=seg_mat, content_mask=content_mask,
-                   query_mask=query_mask, target_mapping=target_mapping,
-                   training=training)
+      layer_mems = None if mems is None else mems[i]
+      new_mems.append(cache_memory(h, layer_mems, opts.mem_len,
+                                   opts.reuse_len))
+
+      def run_block(h, g, seed, i=i, block=block, layer_mems=layer_mems):
+        # The biases are sliced from their variables in here, so a
+        # recomputed layer still sends their gradients back.
+        return block(h, pos_enc, self._layer_biases(i, seg_ids is not None),
+                     g=g, mems=layer_mems, seg_mat=seg_mat,
+                     content_mask=content_mask, query_mask=query_mask,
+                     target_mapping=target_mapping, training=training,
+                     seed=seed)
+      seed = None if seeds is None else seeds[i]
+      if opts.recompute and training:
+        h, g = _recomputed(run_block, h, g, seed)
+      else:
+        h, g = run_block(h, g, seed)
 
     output = self.dropout(h if g is None else g, training=training)
     return {"sequence_output": output,

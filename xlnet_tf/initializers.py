@@ -59,10 +59,12 @@ def get_activation(name: str):
 
 
 def dtype_policy(options: RunOptions):
-  """The Keras dtype policy the layers use: bf16 compute with f32 weights when
-  `use_bfloat16`, else plain float32."""
+  """The Keras dtype policy the layers use: 16-bit compute with float32
+  weights under `use_bfloat16` / `use_float16`, else plain float32."""
   if options.use_bfloat16:
     return keras.mixed_precision.Policy("mixed_bfloat16")
+  if options.use_float16:
+    return keras.mixed_precision.Policy("mixed_float16")
   return keras.mixed_precision.Policy("float32")
 
 

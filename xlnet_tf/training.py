@@ -146,6 +146,13 @@ class Trainer:
       self.optimizer = make_optimizer(
           opts, n_layer=getattr(getattr(self.model, "config", None),
                                 "n_layer", 0))
+      # float16 gradients underflow without it; dynamic loss scaling also
+      # skips a step whose gradients overflow and lowers the scale.
+      self.loss_scaled = getattr(getattr(self.model, "options", None),
+                                 "use_float16", False)
+      if self.loss_scaled:
+        self.optimizer = keras.mixed_precision.LossScaleOptimizer(
+            self.optimizer)
       self.checkpoint = tf.train.Checkpoint(model=self.model,
                                             optimizer=self.optimizer)
       self.loss_metric = keras.metrics.Mean("loss")
@@ -188,8 +195,12 @@ class Trainer:
       loss, new_state = self.task.compute_loss(self.model, features, state,
                                                training=True)
       scaled = loss / (self.replicas * self.opts.grad_accum_steps)
+      if self.loss_scaled:
+        scaled = self.optimizer.get_scaled_loss(scaled)
     variables = self.trained_variables
     grads = tape.gradient(scaled, variables)
+    if self.loss_scaled:
+      grads = self.optimizer.get_unscaled_gradients(grads)
     grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
              for g, v in zip(grads, variables)]
     return loss, new_state, grads

@@ -6,6 +6,7 @@ import tf_keras as keras
 
 from xlnet_tf.building import build_dense, build_once
 from xlnet_tf.initializers import fresh, get_activation
+from xlnet_tf.layers.dropout import SeededDropout, sub_seed
 from xlnet_tf.layers.layer_norm import LayerNorm
 
 
@@ -29,8 +30,8 @@ class PositionwiseFFN(keras.layers.Layer):
     self.layer_2 = keras.layers.Dense(
         d_model, kernel_initializer=fresh(self.kernel_initializer), name="layer_2",
         dtype=self.dtype_policy)
-    self.drop_1 = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
-    self.drop_2 = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+    self.drop_1 = SeededDropout(dropout, dtype=self.dtype_policy)
+    self.drop_2 = SeededDropout(dropout, dtype=self.dtype_policy)
     self.layer_norm = LayerNorm(d_model, dtype=self.dtype_policy)
 
   def build(self, input_shape=None):
@@ -39,9 +40,12 @@ class PositionwiseFFN(keras.layers.Layer):
     build_once(self.layer_norm)
     super().build(input_shape)
 
-  def call(self, x, training=False):
-    y = self.drop_1(self.layer_1(x), training=training)
-    y = self.drop_2(self.layer_2(y), training=training)
+  def call(self, x, training=False, seed=None):
+    """`seed`: int32 `[2]` for replayable dropout masks, or None."""
+    y = self.drop_1(self.layer_1(x), training=training,
+                    seed=sub_seed(seed, 0))
+    y = self.drop_2(self.layer_2(y), training=training,
+                    seed=sub_seed(seed, 1))
     return self.layer_norm(y + x)
 
   def original_weights(self) -> dict:

@@ -7,6 +7,7 @@ import tf_keras as keras
 
 from xlnet_tf.building import build_once
 from xlnet_tf.initializers import fresh
+from xlnet_tf.layers.dropout import SeededDropout
 from xlnet_tf.layers.layer_norm import LayerNorm
 
 
@@ -26,9 +27,8 @@ class MultiHeadBase(keras.layers.Layer):
     self.dropatt_rate = dropatt
     self.kernel_initializer = keras.initializers.get(kernel_initializer)
     self.scale = 1.0 / (d_head ** 0.5)
-    self.attn_dropout = keras.layers.Dropout(dropatt, dtype=self.dtype_policy)
-    self.output_dropout = keras.layers.Dropout(dropout,
-                                               dtype=self.dtype_policy)
+    self.attn_dropout = SeededDropout(dropatt, dtype=self.dtype_policy)
+    self.output_dropout = SeededDropout(dropout, dtype=self.dtype_policy)
     self.layer_norm = LayerNorm(d_model, dtype=self.dtype_policy)
 
   def build(self, input_shape=None):

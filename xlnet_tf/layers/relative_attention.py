@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from xlnet_tf.layers.dropout import sub_seed
 from xlnet_tf.layers.multi_head import MultiHeadBase
 from xlnet_tf.masks import masked_softmax
 from xlnet_tf.positions import rel_shift
@@ -38,7 +39,7 @@ class RelativeAttention(MultiHeadBase):
     return tf.einsum("btd,dnh->btnh", x, kernel)
 
   def _attend(self, q_head, k_head, v_head, r_head, biases, seg_mat, mask,
-              training, positions=None, qlen=None):
+              training, seed=None, positions=None, qlen=None):
     """The attention core: `q [B, I, N, H]` -> attention vector `[B, I, N, H]`.
 
     Query rows are the `qlen` positions of the segment, or with `positions
@@ -79,17 +80,18 @@ class RelativeAttention(MultiHeadBase):
 
     prob = masked_softmax(score, self.scale,
                           None if mask is None else mask[:, None])
-    prob = self.attn_dropout(tf.cast(prob, q_head.dtype), training=training)
+    prob = self.attn_dropout(tf.cast(prob, q_head.dtype), training=training,
+                             seed=seed)
     return tf.einsum("bnij,bjnd->bind", prob, v_head)
 
-  def _post_attention(self, residual, attn_vec, training):
+  def _post_attention(self, residual, attn_vec, training, seed=None):
     out = tf.einsum("bind,hnd->bih", attn_vec, self.o_kernel)
-    out = self.output_dropout(out, training=training)
+    out = self.output_dropout(out, training=training, seed=seed)
     return self.layer_norm(out + residual)
 
   def call(self, h, pos_enc, biases, g=None, mems=None, seg_mat=None,
            content_mask=None, query_mask=None, target_mapping=None,
-           training=False):
+           training=False, seed=None):
     """Args:
       h: content stream `[B, L, D]`.
       pos_enc: `[R, D]` or `[B, R, D]` relative positional encoding.
@@ -102,6 +104,7 @@ class RelativeAttention(MultiHeadBase):
       content_mask, query_mask: broadcastable to `[B, L, K]`, 1 = may not
         attend, or None.
       target_mapping: `[B, P, L]` one-hot rows of the P predictions, or None.
+      seed: int32 `[2]` for replayable dropout masks, or None.
     """
     dtype = self.compute_dtype
     h = tf.cast(h, dtype)
@@ -113,8 +116,8 @@ class RelativeAttention(MultiHeadBase):
 
     q_head_h = self._project(h, self.q_kernel)
     vec_h = self._attend(q_head_h, k_head, v_head, r_head, biases, seg_mat,
-                         content_mask, training)
-    h_out = self._post_attention(h, vec_h, training)
+                         content_mask, training, sub_seed(seed, 0))
+    h_out = self._post_attention(h, vec_h, training, sub_seed(seed, 1))
     if g is None:
       return h_out, None
 
@@ -126,11 +129,12 @@ class RelativeAttention(MultiHeadBase):
       positions = tf.argmax(target_mapping, axis=-1, output_type=tf.int32)
       is_target = tf.reduce_sum(tf.cast(target_mapping, dtype), axis=-1)
       vec_g = self._attend(q_head_g, k_head, v_head, r_head, biases, seg_mat,
-                           query_mask, training, positions=positions,
+                           query_mask, training, sub_seed(seed, 2),
+                           positions=positions,
                            qlen=tf.shape(h)[1])
       vec_g *= is_target[:, :, None, None]
     else:
       vec_g = self._attend(q_head_g, k_head, v_head, r_head, biases, seg_mat,
-                           query_mask, training)
-    g_out = self._post_attention(g, vec_g, training)
+                           query_mask, training, sub_seed(seed, 2))
+    g_out = self._post_attention(g, vec_g, training, sub_seed(seed, 3))
     return h_out, g_out

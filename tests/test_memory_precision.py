@@ -1,0 +1,145 @@
+"""Per-layer recomputation (`RunOptions.recompute`) gives the gradients of the
+plain backward pass, dropout included; float16 training is loss-scaled."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras as keras
+
+import xlnet_tf as xt
+from xlnet_tf.tasks import ClassifierTask
+from xlnet_tf.training import TrainOptions, Trainer
+
+CONFIG = xt.XLNetConfig(n_layer=2, d_model=16, n_head=2, d_head=8, d_inner=32,
+                        n_token=50)
+RNG = np.random.RandomState(0)
+IDS = tf.constant(RNG.randint(0, 50, [2, 6]), tf.int32)
+SEGS = tf.constant([[0, 0, 0, 1, 1, 1]] * 2, tf.int32)
+MEMS = [tf.constant(RNG.randn(2, 3, 16), tf.float32)] * 2
+TARGETS = tf.one_hot([[1, 4], [2, 3]], 6)
+TWO_STREAM = {"perm_mask": tf.constant(RNG.randint(0, 2, [2, 6, 6]),
+                                       tf.float32),
+              "target_mapping": TARGETS,
+              "inp_q": tf.reduce_sum(TARGETS, axis=1)}
+
+
+def _encoder(reference=None, **options):
+  model = xt.XLNetModel(CONFIG, xt.RunOptions(dropout=0.3, dropatt=0.2,
+                                              mem_len=4, **options))
+  model(IDS, seg_ids=SEGS)
+  if reference is not None:
+    model.set_weights(reference.get_weights())
+  return model
+
+
+def _loss_and_grads(model, two_stream, training=True, compiled=False):
+  def step():
+    with tf.GradientTape() as tape:
+      out = model(IDS, seg_ids=SEGS, mems=MEMS, training=training,
+                  **(TWO_STREAM if two_stream else {}))
+      loss = tf.reduce_sum(out["sequence_output"] ** 2)
+    grads = tape.gradient(loss, model.trainable_variables)
+    return loss, [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
+                  for g, v in zip(grads, model.trainable_variables)]
+  tf.random.set_seed(5)  # the same draws of the per-layer dropout seeds
+  loss, grads = (tf.function(step) if compiled else step)()
+  return float(loss), [g.numpy() for g in grads]
+
+
+@pytest.mark.parametrize("two_stream", [False, True])
+@pytest.mark.parametrize("compiled", [False, True])
+def test_recompute_equals_plain_backward_with_dropout(two_stream, compiled):
+  plain = _encoder()
+  recomputed = _encoder(plain, recompute=True)
+  loss, grads = _loss_and_grads(plain, two_stream, compiled=compiled)
+  loss_rc, grads_rc = _loss_and_grads(recomputed, two_stream,
+                                      compiled=compiled)
+  # Dropout is really on (else equality would prove nothing) ...
+  assert abs(loss - _loss_and_grads(plain, two_stream, training=False)[0]) > 1
+  # ... and the recomputed layers replay its masks exactly.
+  assert loss_rc == pytest.approx(loss, rel=1e-6)
+  for var, g, g_rc in zip(plain.trainable_variables, grads, grads_rc):
+    np.testing.assert_allclose(g_rc, g, atol=1e-5, rtol=1e-5,
+                               err_msg=var.name)
+  # The biases are sliced inside the recomputed function: their gradients
+  # must survive it.
+  assert np.abs(grads_rc[[v.name for v in plain.trainable_variables].index(
+      "transformer/r_w_bias:0")]).max() > 0
+
+
+def test_seeded_dropout_masks_differ_between_layers_and_calls():
+  model = _encoder()
+  tf.random.set_seed(1)
+  first = model(IDS, training=True)["sequence_output"].numpy()
+  second = model(IDS, training=True)["sequence_output"].numpy()
+  assert not np.allclose(first, second)  # fresh seeds every step
+
+
+FEATURES = {"input_ids": RNG.randint(5, 50, (8, 10)).astype(np.int32),
+            "segment_ids": np.zeros((8, 10), np.int32),
+            "input_mask": np.zeros((8, 10), np.float32),
+            "label": RNG.randint(0, 2, 8).astype(np.int32)}
+
+
+def _train(model_dir, init, steps=3, **options):
+  task = ClassifierTask(CONFIG, xt.RunOptions(dropout=0.0, dropatt=0.0,
+                                              **options), 2, "t")
+  trainer = Trainer(task, TrainOptions(model_dir=str(model_dir),
+                                       train_steps=steps, learning_rate=1e-2,
+                                       iterations=1))
+  if init is not None:
+    trainer.model.set_weights(init)
+  data = tf.data.Dataset.from_tensor_slices(FEATURES).batch(4)
+  logs = trainer.train(lambda ctx, skip: data.skip(skip).repeat(), 4)
+  return trainer, logs
+
+
+def test_recompute_training_equals_plain_training(tmp_path):
+  plain, _ = _train(tmp_path / "a", None)
+  init = _train(tmp_path / "init", None, steps=1)[0].model.get_weights()
+  plain, _ = _train(tmp_path / "b", init)
+  recomputed, _ = _train(tmp_path / "c", init, recompute=True)
+  for a, b in zip(plain.model.weights, recomputed.model.weights):
+    np.testing.assert_allclose(b.numpy(), a.numpy(), atol=1e-5, err_msg=a.name)
+
+
+def test_float16_training_is_loss_scaled(tmp_path):
+  init = _train(tmp_path / "init", None, steps=1)[0].model.get_weights()
+  fp32, logs32 = _train(tmp_path / "a", init)
+  fp16, logs16 = _train(tmp_path / "b", init, use_float16=True)
+  assert isinstance(fp16.optimizer, keras.mixed_precision.LossScaleOptimizer)
+  assert not isinstance(fp32.optimizer,
+                        keras.mixed_precision.LossScaleOptimizer)
+  # The logged norm is of the unscaled gradients (the scale starts at 2^15).
+  assert logs16["grad_norm"] == pytest.approx(logs32["grad_norm"], rel=0.05)
+  assert logs16["loss"] == pytest.approx(logs32["loss"], rel=0.02)
+  assert all(w.dtype == tf.float32 for w in fp16.model.weights)
+  # Three steps of Adam at lr 1e-2 moved the weights alike (Adam turns tiny
+  # gradients into full-size steps, so single elements may differ more).
+  w32, w16 = fp32.model.get_weights(), fp16.model.get_weights()
+  moved = np.sqrt(sum(np.sum((a - w) ** 2) for a, w in zip(w32, init)))
+  apart = np.sqrt(sum(np.sum((a - b) ** 2) for a, b in zip(w32, w16)))
+  assert apart < 0.1 * moved, (apart, moved)
+  # The loss scale is saved with the optimizer, so a resumed run keeps it.
+  names = [n for n, _ in tf.train.list_variables(fp16.manager.latest_checkpoint)]
+  assert any("loss_scale" in n for n in names), names
+
+
+def test_float16_overflow_skips_the_step(tmp_path):
+  init = _train(tmp_path / "init", None, steps=1)[0].model.get_weights()
+  task = ClassifierTask(CONFIG, xt.RunOptions(dropout=0.0, dropatt=0.0,
+                                              use_float16=True), 2, "t")
+  trainer = Trainer(task, TrainOptions(model_dir=str(tmp_path / "o"),
+                                       train_steps=1, learning_rate=1e-2,
+                                       iterations=1))
+  trainer.model.set_weights(init)
+  # A scale that makes float16 gradients overflow: the step must leave the
+  # weights alone and halve the scale.
+  trainer.optimizer._loss_scale._current_loss_scale.assign(2.0 ** 40)
+  before = [w.copy() for w in init]
+  data = tf.data.Dataset.from_tensor_slices(FEATURES).batch(4)
+  trainer.train(lambda ctx, skip: data.skip(skip).repeat(), 4)
+  after = trainer.model.get_weights()
+  for a, b in zip(before, after):
+    np.testing.assert_array_equal(a, b)
+  assert float(trainer.optimizer.loss_scale) == 2.0 ** 39
