@@ -155,6 +155,8 @@ def main(argv):
     write_run_files(f.model_dir, {"xlnet_config.json": config.to_dict(),
                                   "run_options.json": options.to_dict()})
     logs = trainer.train(dataset_fn, per_replica)
+    if not trainer.is_chief:
+      return 0  # multi-worker: the chief exports
     # Its own directory: the original layout's `checkpoint` state file must
     # not shadow the training checkpoints'.
     export_dir = os.path.join(f.model_dir, "original")

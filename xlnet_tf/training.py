@@ -118,7 +118,13 @@ def make_strategy(name: str, tpu: Optional[str] = None
   if name == "multi_worker":
     return tf.distribute.MultiWorkerMirroredStrategy()
   if name == "tpu":
-    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu or "")
+    # On a TPU VM the local TPU is found without a name; elsewhere the
+    # resolver needs --tpu (a name or grpc:// address).
+    try:
+      resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu or "")
+    except ValueError as e:
+      raise ValueError(f"--strategy=tpu: no TPU found ({e}); pass --tpu=NAME "
+                       "or run on a TPU VM") from None
     tf.config.experimental_connect_to_cluster(resolver)
     tf.tpu.experimental.initialize_tpu_system(resolver)
     return tf.distribute.TPUStrategy(resolver)
@@ -157,8 +163,14 @@ class Trainer:
                                             optimizer=self.optimizer)
       self.loss_metric = keras.metrics.Mean("loss")
       self.grad_norm_metric = keras.metrics.Mean("grad_norm")
+    # Multi-worker: every worker takes part in saving (variables may need
+    # collectives to read), but only the chief writes to model_dir; the
+    # others write to a scratch directory that is removed after each save.
+    self.is_chief = getattr(self.strategy.extended, "should_checkpoint", True)
+    save_dir = opts.model_dir if self.is_chief else os.path.join(
+        opts.model_dir, f".worker_{self.strategy.cluster_resolver.task_id}")
     self.manager = tf.train.CheckpointManager(
-        self.checkpoint, opts.model_dir, max_to_keep=opts.max_save,
+        self.checkpoint, save_dir, max_to_keep=opts.max_save,
         step_counter=self.optimizer.iterations)
     self.state_vars: List[tf.Variable] = []
 
@@ -170,7 +182,7 @@ class Trainer:
     """Resumes from the newest checkpoint in model_dir, else loads
     `init_checkpoint` (either layout). Returns the step to start from."""
     from xlnet_tf.checkpoint import load_checkpoint
-    latest = self.manager.latest_checkpoint
+    latest = tf.train.latest_checkpoint(self.opts.model_dir)
     if latest:
       self.checkpoint.restore(latest).assert_existing_objects_matched()
       logging.info("resumed from %s at step %d", latest, self.step)
@@ -274,8 +286,9 @@ class Trainer:
         batches = [next(iterator) for _ in range(accum)]
         self.strategy.run(self._train_step, args=(batches,))
 
-    writer = tf.summary.create_file_writer(os.path.join(opts.model_dir,
-                                                        "train"))
+    writer = (tf.summary.create_file_writer(os.path.join(opts.model_dir,
+                                                         "train"))
+              if self.is_chief else tf.summary.create_noop_writer())
     tokens_per_step = (self.task.tokens_per_example() * per_replica_batch *
                        self.replicas * opts.grad_accum_steps)
     step, logs = start, {}
@@ -312,9 +325,12 @@ class Trainer:
         if step != last_save:
           path = self.manager.save(checkpoint_number=step)
           last_save = step
-          logging.info("saved %s", path)
-          if on_save is not None:
-            on_save(step)
+          if not self.is_chief:
+            tf.io.gfile.rmtree(self.manager.directory)
+          else:
+            logging.info("saved %s", path)
+            if on_save is not None:
+              on_save(step)
     writer.flush()
     return logs
 

@@ -219,7 +219,8 @@ class FinetuneWorkflow:
     "export"}` for what ran."""
     result = {}
     if self.opts.do_train:
-      self.train()
+      if not self.train().is_chief:
+        return result  # multi-worker: the chief evaluates and exports
       # Exported from the saved checkpoint, outside the training strategy.
       result["export"] = self.export()
     if self.opts.do_eval:
