@@ -1,15 +1,19 @@
-"""Train-step / inference throughput of xlnet-tf next to Model Garden's
-XLNetBase (and HuggingFace's PyTorch XLNet when installed); prints JSON.
+"""Train-step / inference throughput and peak memory of xlnet-tf next to
+Model Garden's XLNetBase and HuggingFace's PyTorch XLNet (when installed), in
+one run on the same configs and thread settings; prints JSON.
 
-    .venv/bin/python benchmarks/bench_train_step.py --size base \
-        --modes finetune,pretrain,infer1,infer32 --impls ours,garden,hf
+    .venv/bin/python benchmarks/bench_train_step.py --size base
 
-Each (implementation, mode) runs in its own process (clean peak RSS, same
-thread settings: --threads, default 2). Figures are medians of --steps timed
-steps after --warmup untimed ones, per round (--rounds); ratios are taken
-against the faster peer measured in the same run. The dense matmul peak of
-the machine is measured too, and each training mode reports the fraction of
-it reached (FLOPs = 6 x non-embedding parameters x tokens + attention).
+Implementations are given as variants, `name[+xla][+bf16][+compile]
+[+recompute]`: e.g. `garden+xla` is Model Garden with XLA, `hf+compile` is
+HuggingFace under torch.compile, `ours+bf16` is ours in mixed bfloat16.
+Each (variant, mode) runs in its own process (clean peak RSS, same
+--threads, default 2). Figures are the best of --rounds medians of --steps
+timed steps after --warmup untimed ones. Per mode the report gives ours (best
+float32 variant) over the fastest float32 peer in its best mode, and ours in
+bf16 over that same peer. The dense matmul peak of the machine is measured
+(best of several shapes) and each training mode reports the fraction of it
+reached (FLOPs = 6 x non-embedding parameters x tokens + attention).
 
 Modes (the issue's reference configs):
   finetune  classification train step, batch 8, seq 128, Adam
@@ -17,6 +21,8 @@ Modes (the issue's reference configs):
             num_predict 21, tied LM loss
   infer1    classification forward, batch 1, seq 128 (latency)
   infer32   classification forward, batch 32, seq 128 (throughput)
+  mem512    classification train step at seq 512 (batch --mem_batch), for
+            peak memory with and without recompute
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ sys.path.insert(0, ROOT)
 SIZES = {
     "base": dict(n_layer=12, d_model=768, n_head=12, d_head=64, d_inner=3072,
                  n_token=32000),
+    "large": dict(n_layer=24, d_model=1024, n_head=16, d_head=64,
+                  d_inner=4096, n_token=32000),
     "small": dict(n_layer=2, d_model=128, n_head=4, d_head=32, d_inner=512,
                   n_token=32000),
 }
@@ -45,7 +53,13 @@ MODES = {
                      train=True),
     "infer1": dict(batch=1, seq=128, train=False),
     "infer32": dict(batch=32, seq=128, train=False),
+    "mem512": dict(batch=4, seq=512, train=True),
 }
+DEFAULT_IMPLS = {
+    "mem512": "ours,ours+recompute,garden,hf",
+    None: "ours,ours+xla,ours+bf16,garden,garden+xla,hf,hf+compile",
+}
+FLAGS = ("xla", "bf16", "compile", "recompute")
 
 
 def _threads(n):
@@ -85,8 +99,8 @@ def run_ours(tf, size, mode, args):
   rng = np.random.default_rng(0)
   m = MODES[mode]
   cfg = xt.XLNetConfig(**SIZES[size], ff_activation="gelu", untie_r=True)
-  opts = xt.RunOptions(dropout=0.1, dropatt=0.1,
-                       use_bfloat16=args.precision == "bf16")
+  opts = xt.RunOptions(dropout=0.1, dropatt=0.1, use_bfloat16=args.bf16,
+                       recompute=args.recompute)
   ids, seg, mask = _inputs(tf, mode, cfg.n_token, rng)
   if mode == "pretrain":
     opts = opts.replace(mem_len=m["mem"], reuse_len=m["reuse"], bi_data=True)
@@ -122,7 +136,7 @@ def run_garden(tf, size, mode, args):
   rng = np.random.default_rng(0)
   m = MODES[mode]
   s = SIZES[size]
-  if args.precision == "bf16":
+  if args.bf16:
     keras.mixed_precision.set_global_policy("mixed_bfloat16")
   net = networks.XLNetBase(
       vocab_size=s["n_token"], num_layers=s["n_layer"],
@@ -223,12 +237,11 @@ def run_hf(size, mode, args):
 
 
 def single(args) -> dict:
-  """One (implementation, mode) measurement in this process."""
+  """One (variant, mode) measurement in this process."""
   mode, impl = args.mode, args.impl
   m = MODES[mode]
   if impl == "hf":
     step = run_hf(args.size, mode, args)
-    compiled = step
   else:
     tf = _threads(args.threads)
     build = run_ours if impl == "ours" else run_garden
@@ -241,19 +254,16 @@ def single(args) -> dict:
         opt.apply_gradients(zip(tape.gradient(loss, variables), variables))
         return loss
       compiled = tf.function(train_step, jit_compile=args.xla)
+    elif impl == "ours":
+      compiled = tf.function(lambda: model(feats)["logits"],
+                             jit_compile=args.xla)
     else:
-      if impl == "ours":
-        compiled = tf.function(lambda: model(feats)["logits"],
-                               jit_compile=args.xla)
-      else:
-        net = model.net
-        compiled = tf.function(lambda: net(**feats)[0], jit_compile=args.xla)
-    step = lambda: compiled()  # noqa: E731
+      net = model.net
+      compiled = tf.function(lambda: net(**feats)[0], jit_compile=args.xla)
+    step = lambda: compiled().numpy()  # noqa: E731  (waits for the result)
   rounds = [_time(step, args.warmup, args.steps) for _ in range(args.rounds)]
   seconds = min(rounds)
-  return {"impl": impl, "mode": mode, "xla": args.xla,
-          "compile": args.compile, "precision": args.precision,
-          "seconds_per_step": seconds, "rounds": rounds,
+  return {"seconds_per_step": seconds, "rounds": rounds,
           "examples_per_sec": m["batch"] / seconds,
           "tokens_per_sec": m["batch"] * m["seq"] / seconds,
           "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -261,43 +271,94 @@ def single(args) -> dict:
 
 
 def matmul_peak(args) -> dict:
+  """GFLOP/s of dense matmuls, best over shapes XLNet-Base multiplies."""
   tf = _threads(args.threads)
+  shapes = ((2048, 2048, 2048), (1024, 768, 3072), (1024, 3072, 768))
   out = {}
   for dtype in (tf.float32, tf.bfloat16):
-    a = tf.random.normal([2048, 2048], dtype=tf.float32)
-    a = tf.cast(a, dtype)
-    f = tf.function(lambda: tf.matmul(a, a))
-    s = _time(f, 2, 5)
-    out[dtype.name] = 2 * 2048 ** 3 / s / 1e9
+    best = 0.0
+    for m, k, n in shapes:
+      a = tf.cast(tf.random.normal([m, k]), dtype)
+      b = tf.cast(tf.random.normal([k, n]), dtype)
+      f = tf.function(lambda a=a, b=b: tf.matmul(a, b))
+      seconds = _time(lambda f=f: f().numpy(), 2, 7)
+      best = max(best, 2 * m * k * n / seconds / 1e9)
+    out[dtype.name] = best
   return {"matmul_gflops": out}
 
 
 def flops_per_step(size, mode) -> float:
+  """Training FLOPs: 6 x non-embedding params x tokens (forward 2, backward
+  4) + the attention products (scores, position scores over 2L rows,
+  weighted sum), x 3 for forward and backward."""
   s, m = SIZES[size], MODES[mode]
   d, f, n = s["d_model"], s["d_inner"], s["n_layer"]
   params = n * (5 * d * d + 2 * d * f)  # q k v r o + FFN, no embeddings
-  tokens = m["batch"] * m["seq"]
-  klen = m["seq"] + m.get("mem", 0)
-  attn = n * 4 * m["batch"] * m["seq"] * klen * d  # scores + weighted sum
-  return 6 * params * tokens + 3 * attn
+  b, l = m["batch"], m["seq"]
+  klen = l + m.get("mem", 0)
+  attn = n * 2 * b * l * d * (2 * klen + (klen + l))
+  return 6 * params * b * l + 3 * attn
+
+
+def parse_variant(spec: str):
+  """'garden+xla' -> ('garden', {'xla'}); unknown parts are an error."""
+  name, *flags = spec.split("+")
+  if name not in ("ours", "garden", "hf"):
+    raise SystemExit(f"--impls: unknown implementation {name!r} in {spec!r}")
+  unknown = set(flags) - set(FLAGS)
+  if unknown:
+    raise SystemExit(f"--impls: unknown variant flag(s) {sorted(unknown)} in "
+                     f"{spec!r}; use {FLAGS}")
+  return name, set(flags)
+
+
+def summarize(row: dict, mode: str) -> dict:
+  """Ours (best float32 variant) and ours+bf16 over the fastest float32 peer
+  in its best mode; latency for batch 1; peak RSS for memory runs."""
+  ok = {k: v for k, v in row.items() if "examples_per_sec" in v}
+
+  def best(keep):
+    picks = [(v["examples_per_sec"], k) for k, v in ok.items() if keep(k)]
+    return max(picks) if picks else None
+  ours = best(lambda k: k.startswith("ours") and "bf16" not in k
+              and "recompute" not in k)
+  ours16 = best(lambda k: k.startswith("ours") and "bf16" in k)
+  peer = best(lambda k: not k.startswith("ours") and "bf16" not in k)
+  out = {}
+  if ours and peer:
+    out.update(ours_best=ours[1], fastest_peer=peer[1],
+               ours_vs_fastest_peer=ours[0] / peer[0])
+    if mode == "infer1":
+      out["latency_ms"] = {k: 1000 * v["seconds_per_step"]
+                           for k, v in ok.items()}
+  if ours16 and peer:
+    out["ours_bf16_vs_fastest_fp32_peer"] = ours16[0] / peer[0]
+  if mode == "mem512":
+    out["peak_rss_mb"] = {k: v["peak_rss_mb"] for k, v in ok.items()}
+  return out
 
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__)
   parser.add_argument("--size", default="base", choices=sorted(SIZES))
   parser.add_argument("--modes", default="finetune,pretrain,infer1,infer32")
-  parser.add_argument("--impls", default="ours,garden,hf")
+  parser.add_argument("--impls", default=None,
+                      help="comma-separated variants (default per mode: "
+                      f"{DEFAULT_IMPLS})")
   parser.add_argument("--threads", type=int, default=2)
   parser.add_argument("--steps", type=int, default=5)
   parser.add_argument("--warmup", type=int, default=2)
   parser.add_argument("--rounds", type=int, default=2)
-  parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
-  parser.add_argument("--xla", action="store_true")
-  parser.add_argument("--compile", action="store_true", help="torch.compile")
+  parser.add_argument("--mem_batch", type=int, default=4,
+                      help="batch of the mem512 mode")
   parser.add_argument("--impl", help=argparse.SUPPRESS)
   parser.add_argument("--mode", help=argparse.SUPPRESS)
   parser.add_argument("--peak", action="store_true", help=argparse.SUPPRESS)
+  for flag in FLAGS:
+    parser.add_argument(f"--{flag}", action="store_true",
+                        help=argparse.SUPPRESS)
   args = parser.parse_args()
+  MODES["mem512"]["batch"] = args.mem_batch
   if args.peak:
     print(json.dumps(matmul_peak(args)))
     return
@@ -309,11 +370,7 @@ def main():
     cmd = [sys.executable, os.path.abspath(__file__), f"--size={args.size}",
            f"--threads={args.threads}", f"--steps={args.steps}",
            f"--warmup={args.warmup}", f"--rounds={args.rounds}",
-           f"--precision={args.precision}", *extra]
-    if args.xla:
-      cmd.append("--xla")
-    if args.compile:
-      cmd.append("--compile")
+           f"--mem_batch={args.mem_batch}", *extra]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     res = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if res.returncode != 0:
@@ -322,25 +379,27 @@ def main():
     return json.loads(res.stdout.strip().splitlines()[-1])
 
   report = {"benchmark": "train_step", "size": args.size,
-            "threads": args.threads, "precision": args.precision,
-            "xla": args.xla, **child(["--peak"]), "results": []}
-  peak = report.get("matmul_gflops", {}).get(
-      "bfloat16" if args.precision == "bf16" else "float32")
+            "threads": args.threads, **child(["--peak"]), "results": []}
+  peaks = report.get("matmul_gflops", {})
   for mode in args.modes.split(","):
-    row = {"mode": mode}
-    for impl in args.impls.split(","):
-      r = child([f"--impl={impl}", f"--mode={mode}"])
+    if mode not in MODES:
+      raise SystemExit(f"--modes: unknown mode {mode!r}; use {sorted(MODES)}")
+    specs = (args.impls or DEFAULT_IMPLS.get(mode, DEFAULT_IMPLS[None]))
+    row = {}
+    for spec in specs.split(","):
+      name, flags = parse_variant(spec)
+      r = child([f"--impl={name}", f"--mode={mode}",
+                 *(f"--{f}" for f in sorted(flags))])
+      peak = peaks.get("bfloat16" if "bf16" in flags else "float32")
       if "seconds_per_step" in r and MODES[mode]["train"] and peak:
         r["fraction_of_matmul_peak"] = (
             flops_per_step(args.size, mode) / r["seconds_per_step"] / 1e9 /
             peak)
-      row[impl] = r
-    peers = [row[i]["examples_per_sec"] for i in row
-             if i not in ("mode", "ours") and "examples_per_sec" in row[i]]
-    if "examples_per_sec" in row.get("ours", {}) and peers:
-      row["ours_vs_fastest_peer"] = row["ours"]["examples_per_sec"] / max(
-          peers)
-    report["results"].append(row)
+      row[spec] = r
+      print(json.dumps({"mode": mode, "variant": spec, **r}),
+            file=sys.stderr, flush=True)  # progress
+    report["results"].append({"mode": mode, **MODES[mode], "variants": row,
+                              "summary": summarize(row, mode)})
   print(json.dumps(report, indent=2))
 
 
