@@ -199,9 +199,7 @@ def run_hf(size, mode, args):
       vocab_size=s["n_token"], d_model=s["d_model"], n_layer=s["n_layer"],
       n_head=s["n_head"], d_inner=s["d_inner"], ff_activation="gelu_new",
       untie_r=True, num_labels=2, mem_len=m.get("mem"),
-      # bi_data off: transformers' bi_data position path fails with mems
-      # (a view/stride error); the positions are a negligible share of work.
-      reuse_len=m.get("reuse"), bi_data=False)
+      reuse_len=m.get("reuse"), bi_data=mode == "pretrain")
   b, l = m["batch"], m["seq"]
   ids = torch.randint(10, s["n_token"], (b, l))
   if mode == "pretrain":
@@ -211,7 +209,7 @@ def run_hf(size, mode, args):
     for k in range(p):
       tm[:, k, k * 3] = 1
     kwargs = dict(perm_mask=torch.randint(0, 2, (b, l, l)).float(),
-                  target_mapping=tm, labels=ids[:, :p],
+                  target_mapping=tm, labels=ids[:, :p].contiguous(),
                   mems=[torch.zeros(m["mem"], b, s["d_model"])] * s["n_layer"])
   else:
     model = transformers.XLNetForSequenceClassification(cfg)
