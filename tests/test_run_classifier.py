@@ -217,7 +217,9 @@ def test_run_classifier_regression_predictions(shared, tmp_path):
       f"--output_dir={tmp_path}/data", f"--model_dir={tmp_path}/model",
       "--do_train", "--do_eval", "--do_predict", "--max_seq_length=32",
       "--train_batch_size=8", "--train_steps=10", "--iterations=10",
-      "--eval_batch_size=100", "--predict_batch_size=100"])
+      "--eval_batch_size=100", "--predict_batch_size=100",
+      # The memory/precision flags reach the model through the whole run.
+      "--recompute", "--use_bfloat16"])
   assert res.returncode == 0, res.stderr[-3000:]
   with open(tmp_path / "model" / "eval_results_dev.json") as f:
     best = json.load(f)["best"]
@@ -237,3 +239,15 @@ def test_run_classifier_bad_input_is_one_line(shared, tmp_path):
   assert res.returncode == 2 and "Traceback" not in res.stderr
   assert res.stderr.strip().splitlines()[-1].startswith(
       "run_classifier: unknown task 'nope'; known: ")
+
+
+def test_run_classifier_two_sixteen_bit_flags_is_one_line(shared, tmp_path):
+  res = _run(["--task_name=rte", f"--data_dir={shared}/data/glue/RTE",
+              f"--model_config_path={_config_file(tmp_path)}",
+              f"--spiece_model_file={spiece_path(shared)}",
+              f"--output_dir={tmp_path}/d", f"--model_dir={tmp_path}/m",
+              "--do_train", "--use_bfloat16", "--use_float16"])
+  assert res.returncode == 2 and "Traceback" not in res.stderr
+  assert res.stderr.strip().splitlines()[-1] == (
+      "run_classifier: RunOptions: 'use_bfloat16' and 'use_float16' exclude "
+      "each other")
