@@ -4,7 +4,8 @@ It owns: the distribution strategy, the optimizer (`optimization.py`;
 global-norm clipping after the cross-replica all-reduce), state carried from step to step per
 replica (XLNet's memory), TensorBoard summaries (loss, learning rate,
 gradient norm, tokens/s), checkpoints every `save_steps` and exact
-resumption of step, optimizer state and input position.
+resumption of step, optimizer state and input position, dynamic loss scaling
+for float16 models, and multi-worker runs where only the chief writes.
 
 A task supplies the model, its loss and its carried state (`TrainTask`); the
 input comes from a function of the `tf.distribute.InputContext` and the number
