@@ -17,6 +17,8 @@ import sys
 
 from absl import app, flags, logging
 
+from xlnet_tf.cli import define_performance_flags
+
 FLAGS = flags.FLAGS
 
 # Data.
@@ -52,11 +54,6 @@ flags.DEFINE_float("dropatt", 0.0, "Attention dropout.")
 flags.DEFINE_enum("init", "normal", ["normal", "uniform"], "Initializer.")
 flags.DEFINE_float("init_std", 0.02, "Normal initializer stddev.")
 flags.DEFINE_float("init_range", 0.1, "Uniform initializer range.")
-flags.DEFINE_bool("use_bfloat16", False, "Compute in bfloat16.")
-flags.DEFINE_bool("use_float16", False,
-                 "Compute in float16 with dynamic loss scaling (GPU).")
-flags.DEFINE_bool("recompute", False,
-                 "Recompute each layer in the backward pass: less memory.")
 # Optimization and loop.
 flags.DEFINE_string("model_dir", None, "Checkpoints and summaries.")
 flags.DEFINE_string("init_checkpoint", None,
@@ -69,19 +66,10 @@ flags.DEFINE_float("weight_decay", 0.0, "AdamW weight decay.")
 flags.DEFINE_float("adam_epsilon", 1e-8, "Adam epsilon.")
 flags.DEFINE_float("clip", 1.0, "Global-norm gradient clipping.")
 flags.DEFINE_integer("iterations", 100, "Steps per loop and log line.")
-flags.DEFINE_integer("grad_accum_steps", 1,
-                     "Consecutive segments of the streams whose gradients "
-                     "make one optimizer step.")
-flags.DEFINE_bool("jit_compile", False, "XLA for forward/backward.")
 flags.DEFINE_integer("save_steps", None, "Checkpoint every this many steps.")
 flags.DEFINE_integer("max_save", 5, "Checkpoints kept.")
-flags.DEFINE_enum("strategy", "default",
-                  ["default", "mirrored", "multi_worker", "tpu"],
-                  "tf.distribute strategy.")
-flags.DEFINE_string("tpu", None, "TPU name or address (strategy=tpu).")
-flags.DEFINE_integer("num_cpu_devices", 0,
-                     "Split the CPU into this many logical devices (to try "
-                     "--strategy=mirrored without accelerators); 0 = off.")
+define_performance_flags("Consecutive segments of the streams whose "
+                         "gradients make one optimizer step.")
 
 flags.mark_flags_as_required(["record_info_dir", "model_dir", "seq_len",
                               "reuse_len", "num_predict"])

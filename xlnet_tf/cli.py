@@ -10,6 +10,24 @@ from typing import Callable
 from absl import flags
 
 
+def define_performance_flags(grad_accum_help: str) -> None:
+  """Precision, memory and distribution flags every entry script shares."""
+  flags.DEFINE_bool("use_bfloat16", False, "Compute in bfloat16.")
+  flags.DEFINE_bool("use_float16", False,
+                    "Compute in float16 with dynamic loss scaling (GPU).")
+  flags.DEFINE_bool("recompute", False,
+                    "Recompute each layer in the backward pass: less memory.")
+  flags.DEFINE_integer("grad_accum_steps", 1, grad_accum_help)
+  flags.DEFINE_bool("jit_compile", False, "XLA for forward/backward.")
+  flags.DEFINE_enum("strategy", "default",
+                    ["default", "mirrored", "multi_worker", "tpu"],
+                    "tf.distribute strategy.")
+  flags.DEFINE_string("tpu", None, "TPU name or address (strategy=tpu).")
+  flags.DEFINE_integer("num_cpu_devices", 0,
+                       "Split the CPU into this many logical devices (to try "
+                       "--strategy=mirrored without accelerators); 0 = off.")
+
+
 def define_finetune_flags(defaults: dict) -> None:
   """The original fine-tuning flags (run_classifier / run_race / run_squad),
   with per-script `defaults` overriding ours."""
@@ -25,11 +43,6 @@ def define_finetune_flags(defaults: dict) -> None:
   flags.DEFINE_enum("summary_type", "last", ["last", "first", "mean", "attn"],
                     "How to summarize the sequence.")
   flags.DEFINE_bool("use_summ_proj", True, "Tanh projection in the summary.")
-  flags.DEFINE_bool("use_bfloat16", False, "Compute in bfloat16.")
-  flags.DEFINE_bool("use_float16", False,
-                   "Compute in float16 with dynamic loss scaling (GPU).")
-  flags.DEFINE_bool("recompute", False,
-                   "Recompute each layer in the backward pass: less memory.")
   flags.DEFINE_enum("init", "normal", ["normal", "uniform"], "Initializer.")
   flags.DEFINE_float("init_std", 0.02, "Normal initializer stddev.")
   flags.DEFINE_float("init_range", 0.1, "Uniform initializer range.")
@@ -43,18 +56,9 @@ def define_finetune_flags(defaults: dict) -> None:
   flags.DEFINE_string("data_dir", None, "Task data.")
   flags.DEFINE_string("export_dir", None,
                       "SavedModel directory (default model_dir/saved_model).")
-  # Distribution.
-  flags.DEFINE_enum("strategy", "default",
-                    ["default", "mirrored", "multi_worker", "tpu"],
-                    "tf.distribute strategy.")
-  flags.DEFINE_string("tpu", None, "TPU name or address.")
-  flags.DEFINE_integer("num_cpu_devices", 0,
-                       "Split the CPU into this many logical devices.")
   flags.DEFINE_integer("iterations", 100, "Steps per loop and log line.")
-  flags.DEFINE_integer("grad_accum_steps", 1,
-                       "Micro-batches per optimizer step (train_batch_size "
-                       "is split over them).")
-  flags.DEFINE_bool("jit_compile", False, "XLA for forward/backward.")
+  define_performance_flags("Micro-batches per optimizer step "
+                           "(train_batch_size is split over them).")
   flags.DEFINE_integer("freeze_layers", 0,
                        "Keep the embeddings and the lowest n layers fixed.")
   # Training.
