@@ -51,9 +51,6 @@ flags.DEFINE_enum("ff_activation", "relu", ["relu", "gelu"], "FFN activation.")
 flags.DEFINE_bool("untie_r", False, "Untie attention biases across layers.")
 flags.DEFINE_float("dropout", 0.0, "Dropout.")
 flags.DEFINE_float("dropatt", 0.0, "Attention dropout.")
-flags.DEFINE_enum("init", "normal", ["normal", "uniform"], "Initializer.")
-flags.DEFINE_float("init_std", 0.02, "Normal initializer stddev.")
-flags.DEFINE_float("init_range", 0.1, "Uniform initializer range.")
 # Optimization and loop.
 flags.DEFINE_string("model_dir", None, "Checkpoints and summaries.")
 flags.DEFINE_string("init_checkpoint", None,

@@ -11,7 +11,11 @@ from absl import flags
 
 
 def define_performance_flags(grad_accum_help: str) -> None:
-  """Precision, memory and distribution flags every entry script shares."""
+  """Initializer, precision, memory and distribution flags every entry
+  script shares."""
+  flags.DEFINE_enum("init", "normal", ["normal", "uniform"], "Initializer.")
+  flags.DEFINE_float("init_std", 0.02, "Normal initializer stddev.")
+  flags.DEFINE_float("init_range", 0.1, "Uniform initializer range.")
   flags.DEFINE_bool("use_bfloat16", False, "Compute in bfloat16.")
   flags.DEFINE_bool("use_float16", False,
                     "Compute in float16 with dynamic loss scaling (GPU).")
@@ -43,9 +47,6 @@ def define_finetune_flags(defaults: dict) -> None:
   flags.DEFINE_enum("summary_type", "last", ["last", "first", "mean", "attn"],
                     "How to summarize the sequence.")
   flags.DEFINE_bool("use_summ_proj", True, "Tanh projection in the summary.")
-  flags.DEFINE_enum("init", "normal", ["normal", "uniform"], "Initializer.")
-  flags.DEFINE_float("init_std", 0.02, "Normal initializer stddev.")
-  flags.DEFINE_float("init_range", 0.1, "Uniform initializer range.")
   # I/O.
   flags.DEFINE_bool("overwrite_data", False, "Rebuild cached features.")
   flags.DEFINE_string("init_checkpoint", None,
