@@ -270,6 +270,35 @@ def test_two_stream_without_target_mapping(attn_type, with_perm_mask,
   _compare(out, expected, expected_mems)
 
 
+@pytest.mark.parametrize("attn_type,same_length", ATTN_MODES)
+@pytest.mark.parametrize("bi_data", [False, True])
+def test_output_rows_are_rows_of_the_full_output(attn_type, same_length,
+                                                 bi_data):
+  """`output_rows` (the last layer computed at a few positions only) gives
+  exactly those rows of the reference's full output, over memory, padding,
+  segments and both attention types; the memories are unchanged."""
+  model, w, opts = _model(seed=17, attn_type=attn_type,
+                          same_length=same_length, bi_data=bi_data,
+                          mem_len=4, clamp_len=3)
+  rng = np.random.default_rng(18)
+  ids, seg, mask = _inputs(rng, 5)
+  mems_tf = model(ids, seg_ids=seg, input_mask=mask)["new_mems"]
+  _, mems_ref = _reference(w, model, opts, ids, seg, mask)
+  ids, seg, mask = _inputs(rng, 7)
+  rows = np.array([[6, 0], [2, 6], [3, 3], [0, 5]], np.int32)
+  out = model(ids, seg_ids=seg, input_mask=mask, mems=mems_tf,
+              output_rows=rows)
+  expected, expected_mems = _reference(w, model, opts, ids, seg, mask,
+                                       mems=mems_ref)
+  expected_bm = _tm(expected)
+  assert out["sequence_output"].shape == (B, 2, D_MODEL)
+  assert_close(out["sequence_output"],
+               np.take_along_axis(expected_bm, rows[:, :, None], axis=1),
+               name="rows")
+  for got, exp in zip(out["new_mems"], expected_mems):
+    assert_close(got, _tm(exp), name="mems")
+
+
 # --------------------------------------------------------------- summary
 
 
@@ -312,3 +341,21 @@ def test_summary_attn_ignores_padding():
   assert_close(got, summary(hidden, input_mask=input_mask))
   assert_close(got, ref.summarize_sequence(w, "attn", _tm(changed),
                                            _tm(input_mask), N_HEAD, D_HEAD))
+
+
+@pytest.mark.parametrize("summary_type", ["last", "first"])
+def test_pooled_model_computes_only_the_summarized_row(summary_type):
+  """A classifier whose summary reads one position runs its last layer at
+  that position only; its logits equal the summary of the full output."""
+  model = xt.XLNetClassifier(_config(), xt.RunOptions(dropout=0.0,
+                                                      dropatt=0.0),
+                             n_class=3, summary_type=summary_type)
+  model.build(None)
+  _randomize(model, seed=19)
+  rng = np.random.default_rng(20)
+  ids, seg, mask = _inputs(rng, 9)
+  features = {"input_ids": ids, "segment_ids": seg, "input_mask": mask}
+  full = model.encode(features)
+  assert full.shape == (B, 9, D_MODEL)
+  expected = model.logit(model.summary(full, input_mask=mask))
+  assert_close(model(features)["logits"], expected, name=summary_type)

@@ -10,9 +10,12 @@ Inputs (batch-major, B batch, L length, M memory, P predictions, D d_model):
   target_mapping [B, P, L] float one-hot rows (two-stream with P predictions)
   inp_q          [B, L] float, 1 = prediction target; its presence switches the
                  query stream on
+  output_rows    [B, P] int32: the last layer computes the content stream only
+                 at these positions (a pooled head reads one)
 Outputs (a dict):
-  sequence_output  [B, L, D] content stream, or the query stream `[B, P, D]`
-                   (`[B, L, D]` without target_mapping) when two-stream
+  sequence_output  [B, L, D] content stream (`[B, P, D]` with output_rows), or
+                   the query stream `[B, P, D]` (`[B, L, D]` without
+                   target_mapping) when two-stream
   new_mems         list of n_layer `[B, mem_len, D]`, or None when mem_len is
                    None/0: each layer's INPUT, first `reuse_len` positions
                    appended to the old memory, gradient stopped.
@@ -100,13 +103,15 @@ class XLNetBlock(keras.layers.Layer):
 
   def call(self, h, pos_enc, biases, g=None, mems=None, seg_mat=None,
            content_mask=None, query_mask=None, target_mapping=None,
-           training=False, seed=None):
-    """`seed`: int32 `[2]` making this layer's dropout masks a function of
-    it (replayable for recomputation), or None for stateful dropout."""
+           rows=None, training=False, seed=None):
+    """`rows`: `[B, P]` int positions where the content stream is computed
+    (`h` out is `[B, P, D]`), or None for all. `seed`: int32 `[2]` making
+    this layer's dropout masks a function of it (replayable for
+    recomputation), or None for stateful dropout."""
     h, g = self.rel_attn(h, pos_enc, biases, g=g, mems=mems, seg_mat=seg_mat,
                          content_mask=content_mask, query_mask=query_mask,
-                         target_mapping=target_mapping, training=training,
-                         seed=sub_seed(seed, 0))
+                         target_mapping=target_mapping, rows=rows,
+                         training=training, seed=sub_seed(seed, 0))
     if g is not None:
       g = self.ff(g, training=training, seed=sub_seed(seed, 2))
     return self.ff(h, training=training, seed=sub_seed(seed, 1)), g
@@ -195,7 +200,11 @@ class XLNetModel(keras.layers.Layer):
             self.seg_embed[i] if with_segments else None)
 
   def call(self, input_ids, seg_ids=None, input_mask=None, mems=None,
-           perm_mask=None, target_mapping=None, inp_q=None, training=False):
+           perm_mask=None, target_mapping=None, inp_q=None, output_rows=None,
+           training=False):
+    """`output_rows`: `[B, P]` int positions; the last layer's content stream
+    is computed only there and `sequence_output` is `[B, P, D]` (what a
+    model that reads a few positions needs); None for all L."""
     opts = self.options
     dtype = self.compute_dtype
     input_ids = tf.convert_to_tensor(input_ids)
@@ -242,14 +251,17 @@ class XLNetModel(keras.layers.Layer):
       new_mems.append(cache_memory(h, layer_mems, opts.mem_len,
                                    opts.reuse_len))
 
-      def run_block(h, g, seed, i=i, block=block, layer_mems=layer_mems):
+      rows = output_rows if i == len(self.blocks) - 1 else None
+
+      def run_block(h, g, seed, i=i, block=block, layer_mems=layer_mems,
+                    rows=rows):
         # The biases are sliced from their variables in here, so a
         # recomputed layer still sends their gradients back.
         return block(h, pos_enc, self._layer_biases(i, seg_ids is not None),
                      g=g, mems=layer_mems, seg_mat=seg_mat,
                      content_mask=content_mask, query_mask=query_mask,
-                     target_mapping=target_mapping, training=training,
-                     seed=seed)
+                     target_mapping=target_mapping, rows=rows,
+                     training=training, seed=seed)
       seed = None if seeds is None else seeds[i]
       if opts.recompute and training:
         h, g = _recomputed(run_block, h, g, seed)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tensorflow as tf
 import tf_keras as keras
 
 from xlnet_tf.building import build_dense, build_once
@@ -11,7 +12,7 @@ from xlnet_tf.layers.layer_norm import LayerNorm
 
 
 class PositionwiseFFN(keras.layers.Layer):
-  """`[B, L, D] -> [B, L, D]`; weights named as the original's `ff/` scope
+  """`[..., D] -> [..., D]`; weights named as the original's `ff/` scope
   (`layer_1`, `layer_2`, `LayerNorm`)."""
 
   def __init__(self, d_model: int, d_inner: int, activation: str = "relu",
@@ -42,11 +43,15 @@ class PositionwiseFFN(keras.layers.Layer):
 
   def call(self, x, training=False, seed=None):
     """`seed`: int32 `[2]` for replayable dropout masks, or None."""
+    # On `[B * L, D]` the dense layers are plain matmuls whose bias add fuses
+    # into them (a 3-D input would go through tensordot's reshapes).
+    shape = tf.shape(x)
+    x = tf.reshape(x, [-1, self.d_model])
     y = self.drop_1(self.layer_1(x), training=training,
                     seed=sub_seed(seed, 0))
     y = self.drop_2(self.layer_2(y), training=training,
                     seed=sub_seed(seed, 1))
-    return self.layer_norm(y + x)
+    return tf.reshape(self.layer_norm(y + x), shape)
 
   def original_weights(self) -> dict:
     """Relative original names -> variables."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+import tensorflow as tf
 import tf_keras as keras
 
 from xlnet_tf.building import build_once
@@ -37,10 +38,12 @@ class TaskModel(keras.Model):
     build_once(self.encoder, *self.heads)
     self.built = True
 
-  def encode(self, features, training=False):
+  def encode(self, features, training=False, output_rows=None):
+    """`[B, L, D]`, or `[B, P, D]` at `output_rows [B, P]`."""
     return self.encoder(features["input_ids"],
                         seg_ids=features.get("segment_ids"),
                         input_mask=features.get("input_mask"),
+                        output_rows=output_rows,
                         training=training)["sequence_output"]
 
   def original_weights(self) -> dict:
@@ -87,7 +90,14 @@ class PooledTaskModel(TaskModel):
 
   def pool(self, features, training=False):
     """`[B, D]` summary of the encoded features."""
-    hidden = self.encode(features, training)
+    rows = None
+    if self.summary_type in ("last", "first"):
+      # The summary reads one position: the last layer computes only that
+      # row (exact; ~1/n_layer of the work saved).
+      ids = tf.convert_to_tensor(features["input_ids"])
+      position = (tf.shape(ids)[1] - 1 if self.summary_type == "last" else 0)
+      rows = tf.fill([tf.shape(ids)[0], 1], position)
+    hidden = self.encode(features, training, output_rows=rows)
     return self.summary(hidden, input_mask=features.get("input_mask"),
                         training=training)
 
