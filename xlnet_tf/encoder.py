@@ -112,9 +112,12 @@ class XLNetBlock(keras.layers.Layer):
                          content_mask=content_mask, query_mask=query_mask,
                          target_mapping=target_mapping, rows=rows,
                          training=training, seed=sub_seed(seed, 0))
-    if g is not None:
-      g = self.ff(g, training=training, seed=sub_seed(seed, 2))
-    return self.ff(h, training=training, seed=sub_seed(seed, 1)), g
+    if g is None:
+      return self.ff(h, training=training, seed=sub_seed(seed, 1)), None
+    # Both streams through the shared FFN as one batch of rows.
+    out = self.ff(tf.concat([h, g], axis=1), training=training,
+                  seed=sub_seed(seed, 1))
+    return tf.split(out, [tf.shape(h)[1], -1], axis=1)
 
   def original_weights(self) -> dict:
     weights = {f"rel_attn/{k}": v

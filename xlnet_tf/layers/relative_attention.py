@@ -19,7 +19,7 @@ import tensorflow as tf
 from xlnet_tf.layers.dropout import sub_seed
 from xlnet_tf.layers.multi_head import MultiHeadBase
 from xlnet_tf.masks import masked_softmax
-from xlnet_tf.positions import rel_shift
+from xlnet_tf.positions import rel_shift, shift_rows
 
 
 @tf.custom_gradient
@@ -83,11 +83,7 @@ class RelativeAttention(MultiHeadBase):
     if positions is None:
       bd = rel_shift(bd, klen)
     else:
-      index = (qlen - positions)[:, None, :, None] + tf.range(klen)
-      # 'uni' has klen + 1 rows: indices past them are future keys, masked
-      # (rel_shift reads another row's values there), so any row will do.
-      index = tf.minimum(index, tf.shape(bd)[-1] - 1)
-      bd = tf.gather(bd, tf.broadcast_to(index, tf.shape(ac)), batch_dims=3)
+      bd = shift_rows(bd, qlen - positions, klen)
       if seg_mat is not None:
         seg_mat = tf.gather(seg_mat, positions, batch_dims=1)
       if mask is not None:
@@ -150,15 +146,22 @@ class RelativeAttention(MultiHeadBase):
 
     if rows is not None:
       h = tf.gather(h, rows, batch_dims=1)
-    vec_h = self._attend(self._heads(h, self.q_kernel), k_head, v_head, r_head,
-                         biases, seg_mat, content_mask, training,
-                         sub_seed(seed, 0), positions=rows, qlen=qlen)
-    h_out = self._post_attention(h, vec_h, training, sub_seed(seed, 1))
     if g is None:
-      return h_out, None
+      vec_h = self._attend(self._heads(h, self.q_kernel), k_head, v_head,
+                           r_head, biases, seg_mat, content_mask, training,
+                           sub_seed(seed, 0), positions=rows, qlen=qlen)
+      return self._post_attention(h, vec_h, training, sub_seed(seed, 1)), None
 
+    # The streams share q and o: their rows go through them as one batch
+    # (larger matmuls, one LayerNorm), each attending with its own mask.
     g = tf.cast(g, dtype)
-    q_head_g = self._heads(g, self.q_kernel)
+    h_len = tf.shape(h)[1]
+    both = tf.concat([h, g], axis=1)
+    q_head_h, q_head_g = tf.split(self._heads(both, self.q_kernel),
+                                  [h_len, -1], axis=2)
+    vec_h = self._attend(q_head_h, k_head, v_head, r_head, biases, seg_mat,
+                         content_mask, training, sub_seed(seed, 0),
+                         positions=rows, qlen=qlen)
     if target_mapping is not None:
       # Only the P target rows are computed; an all-zero (padding) row of
       # target_mapping gives a zero attention vector, as in the original.
@@ -171,5 +174,7 @@ class RelativeAttention(MultiHeadBase):
     else:
       vec_g = self._attend(q_head_g, k_head, v_head, r_head, biases, seg_mat,
                            query_mask, training, sub_seed(seed, 2))
-    g_out = self._post_attention(g, vec_g, training, sub_seed(seed, 3))
+    out = self._post_attention(both, tf.concat([vec_h, vec_g], axis=2),
+                               training, sub_seed(seed, 1))
+    h_out, g_out = tf.split(out, [h_len, -1], axis=1)
     return h_out, g_out
