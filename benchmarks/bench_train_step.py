@@ -129,7 +129,7 @@ def run_ours(tf, size, mode, args):
       logits = model(feats, training=True)["logits"]
       return tf.reduce_mean(xt.models.classification_loss(logits, labels))
   model.build(None)
-  return model, feats, loss_fn, keras.optimizers.Adam(1e-5)
+  return model, feats, loss_fn, keras.optimizers.legacy.Adam(1e-5)
 
 
 def run_garden(tf, size, mode, args):
@@ -189,7 +189,7 @@ def run_garden(tf, size, mode, args):
   loss_fn()  # builds
   holder = keras.Model()
   holder.net, holder.extra = net, extra
-  return holder, inputs, loss_fn, keras.optimizers.Adam(1e-5)
+  return holder, inputs, loss_fn, keras.optimizers.legacy.Adam(1e-5)
 
 
 def run_hf(size, mode, args):

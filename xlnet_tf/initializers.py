@@ -66,6 +66,23 @@ def dtype_policy(options: RunOptions):
   return keras.mixed_precision.Policy("float32")
 
 
+def cpu_has_native_bfloat16(cpuinfo: str = "/proc/cpuinfo"):
+  """True if the CPU multiplies bfloat16 natively (AVX512_BF16 or AMX), False
+  if not (bfloat16 matmuls are then emulated and slower than float32), None
+  where it cannot tell (no `cpuinfo` file, as off Linux).
+
+  Example:
+    >>> cpu_has_native_bfloat16("/nonexistent") is None
+    True
+  """
+  try:
+    with open(cpuinfo) as f:
+      flags = next((line for line in f if line.startswith("flags")), "")
+  except OSError:
+    return None
+  return bool({"avx512_bf16", "amx_bf16"} & set(flags.split()))
+
+
 def fresh(initializer) -> keras.initializers.Initializer:
   """A new instance with the same config: an unseeded Keras initializer
   instance returns the same values on every call, so each weight needs its own.

@@ -27,6 +27,7 @@ from absl import logging
 
 from data_utils.progress import format_seconds
 from xlnet_tf.building import build_once
+from xlnet_tf.initializers import cpu_has_native_bfloat16
 from xlnet_tf.optimization import make_optimizer
 
 STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
@@ -155,8 +156,8 @@ class Trainer:
                                 "n_layer", 0))
       # float16 gradients underflow without it; dynamic loss scaling also
       # skips a step whose gradients overflow and lowers the scale.
-      self.loss_scaled = getattr(getattr(self.model, "options", None),
-                                 "use_float16", False)
+      model_options = getattr(self.model, "options", None)
+      self.loss_scaled = getattr(model_options, "use_float16", False)
       if self.loss_scaled:
         self.optimizer = keras.mixed_precision.LossScaleOptimizer(
             self.optimizer)
@@ -164,6 +165,13 @@ class Trainer:
                                             optimizer=self.optimizer)
       self.loss_metric = keras.metrics.Mean("loss")
       self.grad_norm_metric = keras.metrics.Mean("grad_norm")
+    if (getattr(model_options, "use_bfloat16", False)
+        and opts.strategy != "tpu"
+        and not tf.config.list_physical_devices("GPU")
+        and cpu_has_native_bfloat16() is False):
+      logging.warning(
+          "use_bfloat16 on a CPU without AVX512_BF16/AMX: bfloat16 matmuls "
+          "are emulated here and slower than float32")
     # Multi-worker: every worker takes part in saving (variables may need
     # collectives to read), but only the chief writes to model_dir; the
     # others write to a scratch directory that is removed after each save.

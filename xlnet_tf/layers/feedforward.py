@@ -8,6 +8,7 @@ import tf_keras as keras
 from xlnet_tf.building import build_dense, build_once
 from xlnet_tf.initializers import fresh, get_activation
 from xlnet_tf.layers.dropout import SeededDropout, sub_seed
+from xlnet_tf.layers.fused import gelu_tanh_fused
 from xlnet_tf.layers.layer_norm import LayerNorm
 
 
@@ -24,9 +25,10 @@ class PositionwiseFFN(keras.layers.Layer):
     self.activation = activation
     self.dropout_rate = dropout
     self.kernel_initializer = keras.initializers.get(kernel_initializer)
+    # The activation is applied in `call`: training takes the fused kernel.
+    self.act = get_activation(activation)
     self.layer_1 = keras.layers.Dense(
-        d_inner, activation=get_activation(activation),
-        kernel_initializer=fresh(self.kernel_initializer), name="layer_1",
+        d_inner, kernel_initializer=fresh(self.kernel_initializer), name="layer_1",
         dtype=self.dtype_policy)
     self.layer_2 = keras.layers.Dense(
         d_model, kernel_initializer=fresh(self.kernel_initializer), name="layer_2",
@@ -47,8 +49,10 @@ class PositionwiseFFN(keras.layers.Layer):
     # into them (a 3-D input would go through tensordot's reshapes).
     shape = tf.shape(x)
     x = tf.reshape(x, [-1, self.d_model])
-    y = self.drop_1(self.layer_1(x), training=training,
-                    seed=sub_seed(seed, 0))
+    y = self.layer_1(x)
+    y = (gelu_tanh_fused(y) if training and self.activation == "gelu"
+         else self.act(y))
+    y = self.drop_1(y, training=training, seed=sub_seed(seed, 0))
     y = self.drop_2(self.layer_2(y), training=training,
                     seed=sub_seed(seed, 1))
     return tf.reshape(self.layer_norm(y + x), shape)
