@@ -237,38 +237,73 @@ def run_hf(size, mode, args):
   return step
 
 
-def single(args) -> dict:
-  """One (variant, mode) measurement in this process."""
-  mode, impl = args.mode, args.impl
+def make_step(args, impl, mode):
+  """A callable running one step of `impl` in `mode` (and waiting for it)."""
   m = MODES[mode]
   if impl == "hf":
-    step = run_hf(args.size, mode, args)
+    return run_hf(args.size, mode, args)
+  tf = _threads(args.threads)
+  build = run_ours if impl == "ours" else run_garden
+  model, feats, loss_fn, opt = build(tf, args.size, mode, args)
+  if m["train"]:
+    def train_step():
+      with tf.GradientTape() as tape:
+        loss = loss_fn()
+      variables = model.trainable_variables
+      opt.apply_gradients(zip(tape.gradient(loss, variables), variables))
+      return loss
+    compiled = tf.function(train_step, jit_compile=args.xla)
+  elif impl == "ours":
+    compiled = tf.function(lambda: model(feats)["logits"],
+                           jit_compile=args.xla)
   else:
-    tf = _threads(args.threads)
-    build = run_ours if impl == "ours" else run_garden
-    model, feats, loss_fn, opt = build(tf, args.size, mode, args)
-    if m["train"]:
-      def train_step():
-        with tf.GradientTape() as tape:
-          loss = loss_fn()
-        variables = model.trainable_variables
-        opt.apply_gradients(zip(tape.gradient(loss, variables), variables))
-        return loss
-      compiled = tf.function(train_step, jit_compile=args.xla)
-    elif impl == "ours":
-      compiled = tf.function(lambda: model(feats)["logits"],
-                             jit_compile=args.xla)
-    else:
-      net = model.net
-      compiled = tf.function(lambda: net(**feats)[0], jit_compile=args.xla)
-    step = lambda: compiled().numpy()  # noqa: E731  (waits for the result)
-  rounds = [_time(step, args.warmup, args.steps) for _ in range(args.rounds)]
-  seconds = min(rounds)
-  return {"seconds_per_step": seconds, "rounds": rounds,
+    net = model.net
+    compiled = tf.function(lambda: net(**feats)[0], jit_compile=args.xla)
+  return lambda: compiled().numpy()  # (.numpy() waits for the result)
+
+
+def _figures(mode, seconds, **extra) -> dict:
+  m = MODES[mode]
+  return {"seconds_per_step": seconds, **extra,
           "examples_per_sec": m["batch"] / seconds,
-          "tokens_per_sec": m["batch"] * m["seq"] / seconds,
-          "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-                         / 1024}
+          "tokens_per_sec": m["batch"] * m["seq"] / seconds}
+
+
+def single(args) -> dict:
+  """One (variant, mode) measurement in this process."""
+  step = make_step(args, args.impl, args.mode)
+  rounds = [_time(step, args.warmup, args.steps) for _ in range(args.rounds)]
+  return _figures(args.mode, min(rounds), rounds=rounds,
+                  peak_rss_mb=resource.getrusage(
+                      resource.RUSAGE_SELF).ru_maxrss / 1024)
+
+
+def interleaved(args) -> dict:
+  """The TensorFlow variants of one mode in this process, timed step by
+  step in turn (ours, garden, ours, ...): a slow spell of the machine then
+  lands on every variant alike. Medians over `steps x rounds` steps each;
+  no per-variant peak RSS (see `mem512`, which keeps separate processes)."""
+  steps = {}
+  for spec in args.interleave.split(","):
+    name, flags = parse_variant(spec)
+    variant_args = argparse.Namespace(**vars(args))
+    for flag in FLAGS:
+      setattr(variant_args, flag, flag in flags)
+    steps[spec] = make_step(variant_args, name, args.mode)
+    if name == "garden" and "bf16" in flags:  # it set the global policy
+      import tf_keras as keras
+      keras.mixed_precision.set_global_policy("float32")
+  for step in steps.values():
+    for _ in range(args.warmup):
+      step()
+  times = {spec: [] for spec in steps}
+  for _ in range(args.steps * args.rounds):
+    for spec, step in steps.items():
+      t0 = time.perf_counter()
+      step()
+      times[spec].append(time.perf_counter() - t0)
+  return {spec: _figures(args.mode, statistics.median(t), steps=t)
+          for spec, t in times.items()}
 
 
 def matmul_peak(args) -> dict:
@@ -322,10 +357,11 @@ def best_of(old: Optional[dict], new: dict) -> dict:
   if "seconds_per_step" not in new:
     return dict(old, passes=passes)
   if "seconds_per_step" in old:
-    rss = max(old["peak_rss_mb"], new["peak_rss_mb"])
+    rss = [r["peak_rss_mb"] for r in (old, new) if "peak_rss_mb" in r]
+    rss = {"peak_rss_mb": max(rss)} if rss else {}
     if old["seconds_per_step"] <= new["seconds_per_step"]:
-      return dict(old, passes=passes, peak_rss_mb=rss)
-    new = dict(new, peak_rss_mb=rss)
+      return dict(old, passes=passes, **rss)
+    new = dict(new, **rss)
   return dict(new, passes=passes)
 
 
@@ -370,7 +406,12 @@ def main():
                       help="processes per variant, taking turns")
   parser.add_argument("--mem_batch", type=int, default=4,
                       help="batch of the mem512 mode")
+  parser.add_argument("--interleaved", action="store_true",
+                      help="time the TensorFlow variants of a mode in one "
+                      "process, a step each in turn (HF still runs in its "
+                      "own processes)")
   parser.add_argument("--impl", help=argparse.SUPPRESS)
+  parser.add_argument("--interleave", help=argparse.SUPPRESS)
   parser.add_argument("--mode", help=argparse.SUPPRESS)
   parser.add_argument("--peak", action="store_true", help=argparse.SUPPRESS)
   for flag in FLAGS:
@@ -383,6 +424,9 @@ def main():
     return
   if args.impl:
     print(json.dumps(single(args)))
+    return
+  if args.interleave:
+    print(json.dumps(interleaved(args)))
     return
 
   def child(extra):
@@ -406,7 +450,18 @@ def main():
     specs = (args.impls or DEFAULT_IMPLS.get(mode, DEFAULT_IMPLS[None]))
     row = {}
     for _ in range(args.passes):
+      together = [spec for spec in specs.split(",") if args.interleaved
+                  and parse_variant(spec)[0] != "hf" and mode != "mem512"]
+      if together:
+        r = child([f"--interleave={','.join(together)}", f"--mode={mode}"])
+        for spec in together:
+          got = r.get(spec, r)  # an error applies to them all
+          print(json.dumps({"mode": mode, "variant": spec, **got}),
+                file=sys.stderr, flush=True)  # progress
+          row[spec] = best_of(row.get(spec), got)
       for spec in specs.split(","):
+        if spec in together:
+          continue
         name, flags = parse_variant(spec)
         r = child([f"--impl={name}", f"--mode={mode}",
                    *(f"--{f}" for f in sorted(flags))])
