@@ -11,11 +11,17 @@ Each (variant, mode) runs in its own process (clean peak RSS, same
 --threads, default 2). Figures are the best of --rounds medians of --steps
 timed steps after --warmup untimed ones, and of --passes such processes:
 the variants of a mode take turns pass after pass, so a slow spell of this
-shared machine does not land on one variant only. Per mode the report gives ours (best
-float32 variant) over the fastest float32 peer in its best mode, and ours in
-bf16 over that same peer. The dense matmul peak of the machine is measured
-(best of several shapes) and each training mode reports the fraction of it
-reached (FLOPs = 6 x non-embedding parameters x tokens + attention).
+shared machine does not land on one variant only. With --interleaved the
+TensorFlow variants of a mode share one process and take turns step by step
+(their medians then see the same machine; HF keeps its own processes). Per
+mode the report gives ours (best float32 variant) over the fastest float32
+peer in its best mode, and ours in bf16 over that same peer. The dense
+matmul peak of the machine is measured (best of several shapes), with the
+CPU model and whether it multiplies bfloat16 natively, and each training
+mode reports the fraction of the peak reached (FLOPs = 6 x non-embedding
+parameters x tokens + attention). TensorFlow variants train with
+`tf_keras.optimizers.legacy.Adam`, the fused Adam kernel that both this
+project's trainer and Model Garden's XLNet trainer run; HF with torch's Adam.
 
 Modes (the issue's reference configs):
   finetune  classification train step, batch 8, seq 128, Adam
@@ -320,7 +326,13 @@ def matmul_peak(args) -> dict:
       seconds = _time(lambda f=f: f().numpy(), 2, 7)
       best = max(best, 2 * m * k * n / seconds / 1e9)
     out[dtype.name] = best
-  return {"matmul_gflops": out}
+  from xlnet_tf.initializers import cpu_has_native_bfloat16
+  model = next((line.split(":", 1)[1].strip() for line in open(
+      "/proc/cpuinfo") if line.startswith("model name")), None) \
+      if os.path.exists("/proc/cpuinfo") else None
+  return {"matmul_gflops": out,
+          "cpu": {"model": model,
+                  "native_bfloat16": cpu_has_native_bfloat16()}}
 
 
 def flops_per_step(size, mode) -> float:
