@@ -142,3 +142,22 @@ def test_float16_overflow_skips_the_step(tmp_path):
   for a, b in zip(before, after):
     np.testing.assert_array_equal(a, b)
   assert float(trainer.optimizer.loss_scale) == 2.0 ** 39
+
+
+@pytest.mark.parametrize("native,use_bfloat16,warned", [
+    (False, True, True), (True, True, False), (None, True, False),
+    (False, False, False)])
+def test_bfloat16_warning_on_cpus_without_it(tmp_path, monkeypatch, native,
+                                             use_bfloat16, warned):
+  import xlnet_tf.training as training
+  messages = []
+  monkeypatch.setattr(training, "cpu_has_native_bfloat16", lambda: native)
+  monkeypatch.setattr(training.logging, "warning",
+                      lambda msg, *a: messages.append(msg % a if a else msg))
+  task = ClassifierTask(CONFIG, xt.RunOptions(use_bfloat16=use_bfloat16), 2,
+                        "t")
+  Trainer(task, TrainOptions(model_dir=str(tmp_path), train_steps=1))
+  hits = [m for m in messages if "AVX512_BF16" in m]
+  assert hits == ([
+      "use_bfloat16 on a CPU without AVX512_BF16/AMX: bfloat16 matmuls are "
+      "emulated here and slower than float32"] if warned else [])
