@@ -23,6 +23,7 @@ from xlnet_tf.optimization import make_optimizer
 from xlnet_tf.tasks import ClassifierTask, PretrainTask
 from xlnet_tf.training import TrainOptions, Trainer
 from conftest import corpus_slice, spiece_path
+from linear_adam import LINEAR_ADAM
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER = os.path.join(HERE, "distributed_worker.py")
@@ -47,7 +48,7 @@ def classifier_task():
 
 def classifier_options(model_dir, steps):
   return TrainOptions(model_dir=str(model_dir), train_steps=steps,
-                      learning_rate=1e-2, iterations=1)
+                      iterations=1, **LINEAR_ADAM)
 
 
 def classifier_data(ctx, skip):
@@ -64,7 +65,7 @@ def pretrain_task():
 
 def pretrain_options(model_dir, steps):
   return TrainOptions(model_dir=str(model_dir), train_steps=steps,
-                      learning_rate=1e-3, iterations=1)
+                      iterations=1, **LINEAR_ADAM)
 
 
 def pretrain_data(records, skip):

@@ -12,6 +12,8 @@ import xlnet_tf as xt
 from xlnet_tf.tasks import ClassifierTask
 from xlnet_tf.training import TrainOptions, Trainer
 
+from linear_adam import LINEAR_ADAM
+
 CONFIG = xt.XLNetConfig(n_layer=2, d_model=16, n_head=2, d_head=8, d_inner=32,
                         n_token=50)
 OPTIONS = xt.RunOptions(dropout=0.0, dropatt=0.0)
@@ -22,15 +24,16 @@ FEATURES = {"input_ids": RNG.randint(5, 50, (8, 10)).astype(np.int32),
             "label": RNG.randint(0, 2, 8).astype(np.int32)}
 
 
-def _train_one_step(model_dir, per_replica, **train_kw):
+def _train_one_step(model_dir, per_replica, with_logs=False, **train_kw):
   task = ClassifierTask(CONFIG, OPTIONS, 2, "t")
   trainer = Trainer(task, TrainOptions(model_dir=str(model_dir),
-                                       train_steps=1, learning_rate=1e-2,
-                                       iterations=1, **train_kw))
+                                       train_steps=1, iterations=1,
+                                       **LINEAR_ADAM, **train_kw))
   trainer.model.set_weights(_initial_weights())
   data = tf.data.Dataset.from_tensor_slices(FEATURES).batch(per_replica)
-  trainer.train(lambda ctx, skip: data.skip(skip).repeat(), per_replica)
-  return [w.numpy() for w in trainer.model.weights]
+  logs = trainer.train(lambda ctx, skip: data.skip(skip).repeat(), per_replica)
+  weights = [w.numpy() for w in trainer.model.weights]
+  return (weights, logs) if with_logs else weights
 
 
 _INIT = {}
@@ -45,8 +48,12 @@ def _initial_weights():
 
 
 def test_gradient_accumulation_equals_one_large_batch(tmp_path):
-  whole = _train_one_step(tmp_path / "a", 8)
-  accumulated = _train_one_step(tmp_path / "b", 4, grad_accum_steps=2)
+  whole, whole_logs = _train_one_step(tmp_path / "a", 8, with_logs=True)
+  accumulated, acc_logs = _train_one_step(tmp_path / "b", 4, with_logs=True,
+                                          grad_accum_steps=2)
+  np.testing.assert_allclose(acc_logs["loss"], whole_logs["loss"], rtol=1e-6)
+  np.testing.assert_allclose(acc_logs["grad_norm"], whole_logs["grad_norm"],
+                             rtol=1e-5)
   moved = 0
   for a, b, w0 in zip(whole, accumulated, _initial_weights()):
     np.testing.assert_allclose(a, b, atol=1e-6)
@@ -74,7 +81,7 @@ strategy = make_strategy("mirrored")
 assert strategy.num_replicas_in_sync == 2
 task = ClassifierTask(t.CONFIG, t.OPTIONS, 2, "t")
 trainer = Trainer(task, TrainOptions(model_dir={model_dir!r}, train_steps=1,
-                                     learning_rate=1e-2, iterations=1),
+                                     iterations=1, **t.LINEAR_ADAM),
                   strategy=strategy)
 init = np.load({init!r})
 trainer.model.set_weights([init[f"arr_{{k}}"] for k in range(len(init.files))])
@@ -98,18 +105,12 @@ def test_mirrored_two_replicas_equal_one_device(tmp_path):
                        text=True, timeout=600)
   assert res.returncode == 0, res.stderr[-3000:]
   mirrored = np.load(out)
-  task = ClassifierTask(CONFIG, OPTIONS, 2, "t")
-  trainer = Trainer(task, TrainOptions(model_dir=str(tmp_path / "one"),
-                                       train_steps=1, learning_rate=1e-2,
-                                       iterations=1))
-  trainer.model.set_weights(_initial_weights())
-  data = tf.data.Dataset.from_tensor_slices(FEATURES).batch(8)
-  logs = trainer.train(lambda ctx, skip: data.skip(skip).repeat(), 8)
+  weights, logs = _train_one_step(tmp_path / "one", 8, with_logs=True)
   np.testing.assert_allclose(mirrored["loss"], logs["loss"], rtol=1e-6)
   np.testing.assert_allclose(mirrored["grad_norm"], logs["grad_norm"],
                              rtol=1e-5)
-  for k, w in enumerate(trainer.model.weights):
-    np.testing.assert_allclose(mirrored[f"arr_{k}"], w.numpy(), atol=1e-6)
+  for k, w in enumerate(weights):
+    np.testing.assert_allclose(mirrored[f"arr_{k}"], w, atol=1e-6)
 
 
 def test_frozen_layers_do_not_move(tmp_path):
