@@ -76,6 +76,55 @@ def test_seeded_dropout_masks_differ_between_layers_and_calls():
   assert not np.allclose(first, second)  # fresh seeds every step
 
 
+def test_dropout_draws_its_mask_when_its_input_is_ready():
+  """A mask that depends on the seed alone would be drawn for every layer at
+  the start of the step and held until used (0.8 GB more at seq 512 under
+  recompute): the random bits must wait for the dropped tensor."""
+  from xlnet_tf.layers.dropout import SeededDropout
+  drop = SeededDropout(0.1)
+
+  @tf.function
+  def f(x, seed):
+    return drop(tf.identity(x, name="dropped"), training=True, seed=seed)
+  graph = f.get_concrete_function(tf.TensorSpec([4, 8]),
+                                  tf.TensorSpec([2], tf.int32)).graph
+
+  def ancestors(op):
+    seen, todo = set(), [op]
+    while todo:
+      current = todo.pop()
+      for up in [t.op for t in current.inputs] + list(current.control_inputs):
+        if up.name not in seen:
+          seen.add(up.name)
+          todo.append(up)
+    return seen
+  draws = [op for op in graph.get_operations() if "Random" in op.type]
+  assert draws
+  for op in draws:
+    assert "dropped" in ancestors(op), op.name
+
+
+def test_dropout_gradient_keeps_only_the_mask():
+  """The backward pass selects by the bool mask rather than rebuilding the
+  forward's float scale (which graph optimization would merge with the
+  forward's, keeping 4 bytes per element alive)."""
+  from xlnet_tf.layers.dropout import apply_keep
+  keep = tf.constant([[True, False], [False, True]])
+
+  @tf.function
+  def grad(x):
+    with tf.GradientTape() as tape:
+      tape.watch(x)
+      y = apply_keep(x, keep, 0.2)
+    return tape.gradient(y, x, output_gradients=tf.fill([2, 2], 2.0))
+  x = tf.constant([[1.0, 2.0], [3.0, 4.0]])
+  np.testing.assert_allclose(grad(x), [[2.5, 0.0], [0.0, 2.5]])
+  types = [op.type for op in grad.get_concrete_function(x).graph
+           .get_operations()]
+  # One cast of the mask (the forward's scale), one select (the backward).
+  assert types.count("Cast") == 1 and types.count("SelectV2") == 1, types
+
+
 FEATURES = {"input_ids": RNG.randint(5, 50, (8, 10)).astype(np.int32),
             "segment_ids": np.zeros((8, 10), np.int32),
             "input_mask": np.zeros((8, 10), np.float32),
