@@ -461,9 +461,9 @@ def main():
       raise SystemExit(f"--modes: unknown mode {mode!r}; use {sorted(MODES)}")
     specs = (args.impls or DEFAULT_IMPLS.get(mode, DEFAULT_IMPLS[None]))
     row = {}
+    together = [spec for spec in specs.split(",") if args.interleaved
+                and parse_variant(spec)[0] != "hf" and mode != "mem512"]
     for _ in range(args.passes):
-      together = [spec for spec in specs.split(",") if args.interleaved
-                  and parse_variant(spec)[0] != "hf" and mode != "mem512"]
       if together:
         r = child([f"--interleave={','.join(together)}", f"--mode={mode}"])
         for spec in together:

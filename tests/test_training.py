@@ -24,7 +24,8 @@ FEATURES = {"input_ids": RNG.randint(5, 50, (8, 10)).astype(np.int32),
             "label": RNG.randint(0, 2, 8).astype(np.int32)}
 
 
-def _train_one_step(model_dir, per_replica, with_logs=False, **train_kw):
+def _train_one_step(model_dir, per_replica, **train_kw):
+  """`(weights after one step, the step's logs)`."""
   task = ClassifierTask(CONFIG, OPTIONS, 2, "t")
   trainer = Trainer(task, TrainOptions(model_dir=str(model_dir),
                                        train_steps=1, iterations=1,
@@ -33,7 +34,7 @@ def _train_one_step(model_dir, per_replica, with_logs=False, **train_kw):
   data = tf.data.Dataset.from_tensor_slices(FEATURES).batch(per_replica)
   logs = trainer.train(lambda ctx, skip: data.skip(skip).repeat(), per_replica)
   weights = [w.numpy() for w in trainer.model.weights]
-  return (weights, logs) if with_logs else weights
+  return weights, logs
 
 
 _INIT = {}
@@ -48,8 +49,8 @@ def _initial_weights():
 
 
 def test_gradient_accumulation_equals_one_large_batch(tmp_path):
-  whole, whole_logs = _train_one_step(tmp_path / "a", 8, with_logs=True)
-  accumulated, acc_logs = _train_one_step(tmp_path / "b", 4, with_logs=True,
+  whole, whole_logs = _train_one_step(tmp_path / "a", 8)
+  accumulated, acc_logs = _train_one_step(tmp_path / "b", 4,
                                           grad_accum_steps=2)
   np.testing.assert_allclose(acc_logs["loss"], whole_logs["loss"], rtol=1e-6)
   np.testing.assert_allclose(acc_logs["grad_norm"], whole_logs["grad_norm"],
@@ -62,8 +63,8 @@ def test_gradient_accumulation_equals_one_large_batch(tmp_path):
 
 
 def test_xla_step_equals_plain_step(tmp_path):
-  plain = _train_one_step(tmp_path / "a", 8)
-  xla = _train_one_step(tmp_path / "b", 8, jit_compile=True)
+  plain, _ = _train_one_step(tmp_path / "a", 8)
+  xla, _ = _train_one_step(tmp_path / "b", 8, jit_compile=True)
   for a, b in zip(plain, xla):
     np.testing.assert_allclose(a, b, atol=1e-5)
 
@@ -105,7 +106,7 @@ def test_mirrored_two_replicas_equal_one_device(tmp_path):
                        text=True, timeout=600)
   assert res.returncode == 0, res.stderr[-3000:]
   mirrored = np.load(out)
-  weights, logs = _train_one_step(tmp_path / "one", 8, with_logs=True)
+  weights, logs = _train_one_step(tmp_path / "one", 8)
   np.testing.assert_allclose(mirrored["loss"], logs["loss"], rtol=1e-6)
   np.testing.assert_allclose(mirrored["grad_norm"], logs["grad_norm"],
                              rtol=1e-5)
@@ -114,7 +115,7 @@ def test_mirrored_two_replicas_equal_one_device(tmp_path):
 
 
 def test_frozen_layers_do_not_move(tmp_path):
-  after = _train_one_step(tmp_path / "f", 8, freeze_layers=1)
+  after, _ = _train_one_step(tmp_path / "f", 8, freeze_layers=1)
   model = ClassifierTask(CONFIG, OPTIONS, 2, "t").build_model()
   model.build(None)
   names = [w.name for w in model.weights]
