@@ -22,6 +22,9 @@ mode reports the fraction of the peak reached (FLOPs = 6 x non-embedding
 parameters x tokens + attention). TensorFlow variants train with
 `tf_keras.optimizers.legacy.Adam`, the fused Adam kernel that both this
 project's trainer and Model Garden's XLNet trainer run; HF with torch's Adam.
+Every step clips to global norm 1 and hands the optimizer its gradients as
+its project's trainer does: ours dense, Model Garden's embedding gradient as
+IndexedSlices (Keras' sparse Adam path).
 
 Modes (the issue's reference configs):
   finetune  classification train step, batch 8, seq 128, Adam
@@ -233,6 +236,7 @@ def run_hf(size, mode, args):
     def step():
       opt.zero_grad()
       model(ids, **kwargs).loss.backward()
+      torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # as HF's Trainer
       opt.step()
   else:
     model.eval()
@@ -252,11 +256,22 @@ def make_step(args, impl, mode):
   build = run_ours if impl == "ours" else run_garden
   model, feats, loss_fn, opt = build(tf, args.size, mode, args)
   if m["train"]:
+    # Each step applies gradients as its project's trainer does: clipped to
+    # global norm 1; ours dense (`Trainer` via `dense_gradients`), Model
+    # Garden's as they come, the embedding's as IndexedSlices
+    # (official/legacy/xlnet/training_utils.py).
+    if impl == "ours":
+      from xlnet_tf.training import dense_gradients
+    else:
+      dense_gradients = lambda grads, variables: grads  # noqa: E731
+
     def train_step():
       with tf.GradientTape() as tape:
         loss = loss_fn()
       variables = model.trainable_variables
-      opt.apply_gradients(zip(tape.gradient(loss, variables), variables))
+      grads = dense_gradients(tape.gradient(loss, variables), variables)
+      grads, _ = tf.clip_by_global_norm(grads, 1.0)
+      opt.apply_gradients(zip(grads, variables))
       return loss
     compiled = tf.function(train_step, jit_compile=args.xla)
   elif impl == "ours":

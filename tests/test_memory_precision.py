@@ -105,24 +105,27 @@ def test_dropout_draws_its_mask_when_its_input_is_ready():
 
 
 def test_dropout_gradient_keeps_only_the_mask():
-  """The backward pass selects by the bool mask rather than rebuilding the
-  forward's float scale (which graph optimization would merge with the
-  forward's, keeping 4 bytes per element alive)."""
-  from xlnet_tf.layers.dropout import apply_keep
+  """The backward kernel reads the upstream gradient and the bool mask only:
+  nothing of the forward's float scale (4 bytes per element) stays alive."""
+  from xlnet_tf.layers.fused import dropout_fused
   keep = tf.constant([[True, False], [False, True]])
 
   @tf.function
   def grad(x):
     with tf.GradientTape() as tape:
       tape.watch(x)
-      y = apply_keep(x, keep, 0.2)
+      y = dropout_fused(x, keep, 0.2)
     return tape.gradient(y, x, output_gradients=tf.fill([2, 2], 2.0))
   x = tf.constant([[1.0, 2.0], [3.0, 4.0]])
   np.testing.assert_allclose(grad(x), [[2.5, 0.0], [0.0, 2.5]])
-  types = [op.type for op in grad.get_concrete_function(x).graph
-           .get_operations()]
-  # One cast of the mask (the forward's scale), one select (the backward).
-  assert types.count("Cast") == 1 and types.count("SelectV2") == 1, types
+  graph = grad.get_concrete_function(x).graph
+  calls = [op for op in graph.get_operations()
+           if op.type in ("StatefulPartitionedCall", "PartitionedCall")]
+  # One compiled kernel forward (x, keep), one backward (dy, keep).
+  assert len(calls) == 2, [op.type for op in graph.get_operations()]
+  backward = calls[1]
+  assert [t.dtype for t in backward.inputs] == [tf.float32, tf.bool]
+  assert backward.inputs[1].op.type == "Const"  # the mask itself
 
 
 FEATURES = {"input_ids": RNG.randint(5, 50, (8, 10)).astype(np.int32),

@@ -100,6 +100,26 @@ class TrainTask:
     return 0
 
 
+def dense_gradients(grads, variables) -> List[tf.Tensor]:
+  """Every gradient as a dense tensor, zeros where a variable got none.
+
+  The word embedding's gradient arrives as `tf.IndexedSlices` (rows of a
+  gather). Summed over micro-batches and replicas it must be dense anyway,
+  and applied dense it takes Adam's fused kernel: Keras' sparse Adam path
+  decays both slots with separate full-size ops and copies the table on
+  every read once it has been scatter-updated (~0.15 s per XLNet-Base step
+  on a 2-core CPU, against ~0.03 s dense).
+
+  Example:
+    >>> v = tf.Variable(tf.zeros([3, 2]))
+    >>> rows = tf.IndexedSlices(tf.ones([1, 2]), tf.constant([1]), [3, 2])
+    >>> [g.numpy().tolist() for g in dense_gradients([rows, None], [v, v])]
+    [[[0.0, 0.0], [1.0, 1.0], [0.0, 0.0]], [[0.0, 0.0], [0.0, 0.0], [0.0, 0.0]]]
+  """
+  return [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
+          for g, v in zip(grads, variables)]
+
+
 def split_cpu(num_devices: int) -> None:
   """Splits the CPU into `num_devices` logical devices (to run
   `mirrored` without accelerators); must run before TensorFlow starts."""
@@ -222,9 +242,7 @@ class Trainer:
     grads = tape.gradient(scaled, variables)
     if self.loss_scaled:
       grads = self.optimizer.get_unscaled_gradients(grads)
-    grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
-             for g, v in zip(grads, variables)]
-    return loss, new_state, grads
+    return loss, new_state, dense_gradients(grads, variables)
 
   @property
   def trained_variables(self) -> List[tf.Variable]:

@@ -11,6 +11,8 @@ from typing import Optional
 import tensorflow as tf
 import tf_keras as keras
 
+from xlnet_tf.layers.fused import dropout_fused
+
 # Each element's keep/drop decision reads 16 random bits: one 32-bit Philox
 # output serves two elements, half the generator work of a float uniform per
 # element (the RNG was ~6% of a fine-tuning step). The rate is realised to
@@ -58,38 +60,6 @@ def keep_mask(shape, rate: float, seed: tf.Tensor):
   return keep, threshold / _LEVELS
 
 
-def apply_keep(x: tf.Tensor, keep: tf.Tensor, rate: float) -> tf.Tensor:
-  """`x * keep / (1 - rate)` for a bool `keep` of x's shape, whose gradient
-  holds on to `keep` alone (1 byte per element).
-
-  The forward pass multiplies by a float scale (bfloat16 selects are slow on
-  CPU). The backward selects instead: were it to rebuild the same scale,
-  graph optimization (common subgraph elimination) would merge the two and
-  keep the forward's float32 scale alive until the backward pass. On
-  attention probabilities that is a layer's largest tensor: the XLNet-Base
-  step at seq 512, batch 4, peaked 0.5 GB higher (6.1 vs 5.6 GB).
-
-  Example:
-    >>> x = tf.constant([1.0, 2.0, 3.0])
-    >>> keep = tf.constant([True, False, True])
-    >>> with tf.GradientTape() as tape:
-    ...   tape.watch(x)
-    ...   y = apply_keep(x, keep, 0.5)
-    >>> y.numpy().tolist(), tape.gradient(y, x).numpy().tolist()
-    ([2.0, 0.0, 6.0], [2.0, 0.0, 2.0])
-  """
-  inv_keep = 1.0 / (1.0 - rate)
-
-  @tf.custom_gradient
-  def drop(x):
-    def grad(dy):
-      return tf.where(keep, dy * tf.cast(inv_keep, dy.dtype),
-                      tf.zeros([], dy.dtype))
-    scale = tf.cast(keep, tf.float32) * inv_keep
-    return x * tf.cast(scale, x.dtype), grad
-  return drop(x)
-
-
 class SeededDropout(keras.layers.Dropout):
   """`keras.layers.Dropout` plus an optional `seed` argument to `call`.
 
@@ -107,11 +77,19 @@ class SeededDropout(keras.layers.Dropout):
   """
 
   def call(self, inputs, training=None, seed=None):
-    if seed is None or not training or self.rate == 0:
+    mask = self.mask(inputs, training, seed)
+    if mask is None:
       return super().call(inputs, training=training)
+    return dropout_fused(inputs, *mask)
+
+  def mask(self, inputs, training=None, seed=None):
+    """`(keep, realised_rate)` for `inputs` (see `keep_mask`), for a caller
+    that fuses the dropout into its own kernel; None where this layer would
+    not draw a seeded mask (no seed, not training, or rate 0)."""
+    if seed is None or not training or self.rate == 0:
+      return None
     # The mask depends on the seed alone, so the executor would draw every
     # layer's masks at the start of the step and hold them until used; the
     # control dependency draws each when its input is ready.
     with tf.control_dependencies([inputs]):
-      keep, rate = keep_mask(tf.shape(inputs), self.rate, seed)
-    return apply_keep(inputs, keep, rate)
+      return keep_mask(tf.shape(inputs), self.rate, seed)

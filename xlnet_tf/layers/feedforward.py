@@ -50,9 +50,14 @@ class PositionwiseFFN(keras.layers.Layer):
     shape = tf.shape(x)
     x = tf.reshape(x, [-1, self.d_model])
     y = self.layer_1(x)
-    y = (gelu_tanh_fused(y) if training and self.activation == "gelu"
-         else self.act(y))
-    y = self.drop_1(y, training=training, seed=sub_seed(seed, 0))
+    seed_1 = sub_seed(seed, 0)
+    fused = training and self.activation == "gelu"
+    mask = self.drop_1.mask(y, training, seed_1) if fused else None
+    if mask is not None:
+      y = gelu_tanh_fused(y, *mask)  # GELU and its dropout: one kernel
+    else:
+      y = gelu_tanh_fused(y) if fused else self.act(y)
+      y = self.drop_1(y, training=training, seed=seed_1)
     y = self.drop_2(self.layer_2(y), training=training,
                     seed=sub_seed(seed, 1))
     return tf.reshape(self.layer_norm(y + x), shape)
