@@ -4,11 +4,11 @@ training.
 TensorFlow runs `0.5 x (1 + tanh(c (x + 0.044715 x^3)))` as eight kernels
 that each read and write the whole `[B * L, d_inner]` activation, and its
 derived gradient as a dozen more; applying a dropout mask takes four more
-(cast, scale, cast, multiply). Here each direction is one compiled loop over
-the tensor: GELU with the dropout that follows it, or a dropout mask alone.
-The backward kernels recompute `tanh` from `x` instead of keeping it, and
-keep only the 1-byte mask of a dropout, so the activation memory stays one
-tensor plus the mask.
+(cast, scale, cast, multiply). Here each is one compiled loop over the
+tensor: GELU with the dropout that follows it (both directions), or a
+dropout mask alone (forward). The backward recomputes `tanh` from `x`
+instead of keeping it, and keeps only the 1-byte mask of a dropout, so the
+activation memory stays one tensor plus the mask.
 
 Inside the kernels the arithmetic is float32 whatever the tensor's dtype:
 XLA on CPU would otherwise round every intermediate of a bfloat16 chain back
@@ -104,9 +104,15 @@ def gelu_tanh_fused(x: tf.Tensor, keep: Optional[tf.Tensor] = None,
 
 
 def dropout_fused(x: tf.Tensor, keep: tf.Tensor, rate: float) -> tf.Tensor:
-  """`x * keep / (1 - rate)` for a bool `keep` of x's shape, one compiled
-  kernel each way; the gradient holds on to `keep` alone (1 byte per
-  element).
+  """`x * keep / (1 - rate)` for a bool `keep` of x's shape: one compiled
+  kernel forward; the gradient holds on to `keep` alone (1 byte per element).
+
+  The backward is TensorFlow's ops, and its cast of the mask waits for the
+  incoming gradient. Measured on the XLNet-Base step at seq 512, batch 4: a
+  compiled backward peaked at 6.27 GB, these ops with the cast free to run
+  early (every layer's cast then lives at once) at 6.24 GB, as written 5.79
+  GB. In bfloat16 the backward's scale rounds (1/0.9 to 1.109375), a 0.16%
+  bias, below one bfloat16 rounding step.
 
   Example:
     >>> x = tf.constant([1.0, 2.0, 3.0])
@@ -121,6 +127,9 @@ def dropout_fused(x: tf.Tensor, keep: tf.Tensor, rate: float) -> tf.Tensor:
 
   @tf.custom_gradient
   def drop(x):
-    return (_scale_kept(x, keep, inv_keep),
-            lambda dy: _scale_kept(dy, keep, inv_keep))
+    def grad(dy):
+      with tf.control_dependencies([dy]):  # not cast ahead of its use
+        scale = tf.cast(keep, dy.dtype)
+      return dy * scale * tf.cast(inv_keep, dy.dtype)
+    return _scale_kept(x, keep, inv_keep), grad
   return drop(x)
