@@ -60,17 +60,20 @@ def test_fused_dropout_rounds_once_in_bfloat16():
                                 tf.cast(expected, tf.float32))
 
 
-def test_ffn_seeded_dropout_equals_the_written_out_layer():
-  # The training path fuses GELU with its dropout; it must drop and scale
-  # exactly as drop_2(W2 drop_1(gelu(W1 x))) with the seed's masks.
-  ffn = PositionwiseFFN(8, 32, "gelu", dropout=0.3)
+@pytest.mark.parametrize("activation", ["gelu", "relu"])
+def test_ffn_seeded_dropout_equals_the_written_out_layer(activation):
+  # The training path fuses GELU with its dropout (relu keeps them apart);
+  # either must drop and scale exactly as drop_2(W2 drop_1(act(W1 x))) with
+  # the seed's masks.
+  ffn = PositionwiseFFN(8, 32, activation, dropout=0.3)
   x = tf.constant(np.random.RandomState(1).randn(2, 5, 8), tf.float32)
   seed = tf.constant([5, 6])
   y = ffn(x, training=True, seed=seed)
   x2 = tf.reshape(x, [10, 8])
   keep_1, rate_1 = keep_mask([10, 32], 0.3, sub_seed(seed, 0))
   keep_2, rate_2 = keep_mask([10, 8], 0.3, sub_seed(seed, 1))
-  inner = tf.nn.gelu(ffn.layer_1(x2), approximate=True)
+  inner = (tf.nn.gelu(ffn.layer_1(x2), approximate=True)
+           if activation == "gelu" else tf.nn.relu(ffn.layer_1(x2)))
   inner *= tf.cast(keep_1, tf.float32) / (1 - rate_1)
   out = ffn.layer_2(inner) * tf.cast(keep_2, tf.float32) / (1 - rate_2)
   expected = tf.reshape(ffn.layer_norm(out + x2), [2, 5, 8])

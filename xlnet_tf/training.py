@@ -108,7 +108,7 @@ def dense_gradients(grads, variables) -> List[tf.Tensor]:
   and applied dense it takes Adam's fused kernel: Keras' sparse Adam path
   decays both slots with separate full-size ops and copies the table on
   every read once it has been scatter-updated (~0.15 s per XLNet-Base step
-  on a 2-core CPU, against ~0.03 s dense).
+  on a 2-core CPU, against ~0.04 s dense).
 
   Example:
     >>> v = tf.Variable(tf.zeros([3, 2]))
