@@ -13,11 +13,19 @@ fine-tuning scripts and the original code load.
 """
 
 import os
-import sys
 
 from absl import app, flags, logging
 
+import xlnet_tf
+from data_utils.errors import run_main
+from data_utils.pretrain_data import PretrainDataConfig
+from data_utils.pretrain_reader import load_record_infos, pretrain_dataset
+from xlnet_tf.checkpoint import save_original_checkpoint
 from xlnet_tf.cli import define_performance_flags
+from xlnet_tf.config import ConfigError
+from xlnet_tf.tasks import PretrainTask
+from xlnet_tf.training import (TrainOptions, Trainer, split_cpu,
+                               write_run_files)
 
 FLAGS = flags.FLAGS
 
@@ -74,85 +82,76 @@ flags.mark_flags_as_required(["record_info_dir", "model_dir", "seq_len",
 
 def main(argv):
   del argv
-  import xlnet_tf
-  from data_utils.pretrain_data import DataError, PretrainDataConfig
-  from data_utils.pretrain_reader import load_record_infos, pretrain_dataset
-  from xlnet_tf.checkpoint import CheckpointError, save_original_checkpoint
-  from xlnet_tf.config import ConfigError
-  from xlnet_tf.tasks import PretrainTask
-  from xlnet_tf.training import (TrainOptions, Trainer, split_cpu,
-                                 write_run_files)
-
   f = FLAGS
   split_cpu(f.num_cpu_devices)
-  try:
-    if f.d_embed is not None and f.d_embed != f.d_model:
-      raise ConfigError(f"--d_embed ({f.d_embed}) must equal --d_model "
-                        f"({f.d_model}): XLNet ties them")
-    config = xlnet_tf.XLNetConfig(
-        n_layer=f.n_layer, d_model=f.d_model, n_head=f.n_head,
-        d_head=f.d_head, d_inner=f.d_inner, n_token=f.n_token,
-        ff_activation=f.ff_activation, untie_r=f.untie_r)
-    options = xlnet_tf.RunOptions(
-        dropout=f.dropout, dropatt=f.dropatt, init=f.init,
-        init_std=f.init_std, init_range=f.init_range,
-        mem_len=f.mem_len or None, reuse_len=f.reuse_len, attn_type="bi",
-        bi_data=f.bi_data, clamp_len=f.clamp_len, same_length=f.same_length,
-        use_bfloat16=f.use_bfloat16,
-        use_float16=f.use_float16, recompute=f.recompute)
-    train_opts = TrainOptions(
-        model_dir=f.model_dir, train_steps=f.train_steps,
-        learning_rate=f.learning_rate, warmup_steps=f.warmup_steps,
-        min_lr_ratio=f.min_lr_ratio, weight_decay=f.weight_decay,
-        adam_epsilon=f.adam_epsilon, clip=f.clip, iterations=f.iterations,
-        save_steps=f.save_steps, max_save=f.max_save, strategy=f.strategy,
-        tpu=f.tpu, init_checkpoint=f.init_checkpoint,
-        grad_accum_steps=f.grad_accum_steps, jit_compile=f.jit_compile)
-    trainer = Trainer(PretrainTask(config, options, f.seq_len), train_opts)
-    replicas = trainer.strategy.num_replicas_in_sync
-    workers = trainer.strategy.extended._num_workers if hasattr(  # pylint: disable=protected-access
-        trainer.strategy.extended, "_num_workers") else 1
-    replicas_per_host = replicas // workers
-    if f.train_batch_size % replicas_per_host:
-      raise ConfigError(f"--train_batch_size ({f.train_batch_size}) must be "
-                        f"divisible by the {replicas_per_host} replicas per "
-                        "host")
-    data_cfg = PretrainDataConfig(
-        seq_len=f.seq_len, reuse_len=f.reuse_len,
-        bsz_per_host=f.train_batch_size, num_core_per_host=replicas_per_host,
-        bi_data=f.bi_data, mask_alpha=f.mask_alpha, mask_beta=f.mask_beta,
-        num_predict=f.num_predict, perm_size=f.perm_size or f.reuse_len,
-        uncased=f.uncased)
-    expected = {k: v for k, v in data_cfg.to_dict().items()
-                if k not in ("use_eod", "max_gram", "original_ngram_count")}
-    info = load_record_infos(f.record_info_dir, f.split, expected,
-                             num_passes=f.num_passes)
-    logging.info("%d record files, %d batches per pass over them",
-                 len(info["filenames"]), info["num_batch"])
-    per_replica = f.train_batch_size // replicas_per_host
+  return run_main("run_pretrain", lambda: _pretrain(f))
 
-    def dataset_fn(ctx, skip):
-      return pretrain_dataset(info["filenames"], data_cfg, per_replica,
-                              num_hosts=ctx.num_input_pipelines,
-                              host_id=ctx.input_pipeline_id, seed=f.seed,
-                              skip_batches=skip)
 
-    write_run_files(f.model_dir, {"xlnet_config.json": config.to_dict(),
-                                  "run_options.json": options.to_dict()})
-    logs = trainer.train(dataset_fn, per_replica)
-    if not trainer.is_chief:
-      return 0  # multi-worker: the chief exports
-    # Its own directory: the original layout's `checkpoint` state file must
-    # not shadow the training checkpoints'.
-    export_dir = os.path.join(f.model_dir, "original")
-    prefix = save_original_checkpoint(
-        trainer.model, os.path.join(export_dir, "xlnet_model.ckpt"))
-    config.to_json(os.path.join(export_dir, "xlnet_config.json"))
-    logging.info("final loss %s; original-layout weights: %s (+ "
-                 "xlnet_config.json)", logs.get("loss"), prefix)
-  except (ConfigError, DataError, CheckpointError, ValueError) as e:
-    sys.stderr.write(f"run_pretrain: {e}\n")
-    return 2
+def _pretrain(f) -> int:
+  if f.d_embed is not None and f.d_embed != f.d_model:
+    raise ConfigError(f"--d_embed ({f.d_embed}) must equal --d_model "
+                      f"({f.d_model}): XLNet ties them")
+  config = xlnet_tf.XLNetConfig(
+      n_layer=f.n_layer, d_model=f.d_model, n_head=f.n_head,
+      d_head=f.d_head, d_inner=f.d_inner, n_token=f.n_token,
+      ff_activation=f.ff_activation, untie_r=f.untie_r)
+  options = xlnet_tf.RunOptions(
+      dropout=f.dropout, dropatt=f.dropatt, init=f.init,
+      init_std=f.init_std, init_range=f.init_range,
+      mem_len=f.mem_len or None, reuse_len=f.reuse_len, attn_type="bi",
+      bi_data=f.bi_data, clamp_len=f.clamp_len, same_length=f.same_length,
+      use_bfloat16=f.use_bfloat16,
+      use_float16=f.use_float16, recompute=f.recompute)
+  train_opts = TrainOptions(
+      model_dir=f.model_dir, train_steps=f.train_steps,
+      learning_rate=f.learning_rate, warmup_steps=f.warmup_steps,
+      min_lr_ratio=f.min_lr_ratio, weight_decay=f.weight_decay,
+      adam_epsilon=f.adam_epsilon, clip=f.clip, iterations=f.iterations,
+      save_steps=f.save_steps, max_save=f.max_save, strategy=f.strategy,
+      tpu=f.tpu, init_checkpoint=f.init_checkpoint,
+      grad_accum_steps=f.grad_accum_steps, jit_compile=f.jit_compile)
+  trainer = Trainer(PretrainTask(config, options, f.seq_len), train_opts)
+  replicas = trainer.strategy.num_replicas_in_sync
+  workers = trainer.strategy.extended._num_workers if hasattr(  # pylint: disable=protected-access
+      trainer.strategy.extended, "_num_workers") else 1
+  replicas_per_host = replicas // workers
+  if f.train_batch_size % replicas_per_host:
+    raise ConfigError(f"--train_batch_size ({f.train_batch_size}) must be "
+                      f"divisible by the {replicas_per_host} replicas per "
+                      "host")
+  data_cfg = PretrainDataConfig(
+      seq_len=f.seq_len, reuse_len=f.reuse_len,
+      bsz_per_host=f.train_batch_size, num_core_per_host=replicas_per_host,
+      bi_data=f.bi_data, mask_alpha=f.mask_alpha, mask_beta=f.mask_beta,
+      num_predict=f.num_predict, perm_size=f.perm_size or f.reuse_len,
+      uncased=f.uncased)
+  expected = {k: v for k, v in data_cfg.to_dict().items()
+              if k not in ("use_eod", "max_gram", "original_ngram_count")}
+  info = load_record_infos(f.record_info_dir, f.split, expected,
+                           num_passes=f.num_passes)
+  logging.info("%d record files, %d batches per pass over them",
+               len(info["filenames"]), info["num_batch"])
+  per_replica = f.train_batch_size // replicas_per_host
+
+  def dataset_fn(ctx, skip):
+    return pretrain_dataset(info["filenames"], data_cfg, per_replica,
+                            num_hosts=ctx.num_input_pipelines,
+                            host_id=ctx.input_pipeline_id, seed=f.seed,
+                            skip_batches=skip)
+
+  write_run_files(f.model_dir, {"xlnet_config.json": config.to_dict(),
+                                "run_options.json": options.to_dict()})
+  logs = trainer.train(dataset_fn, per_replica)
+  if not trainer.is_chief:
+    return 0  # multi-worker: the chief exports
+  # Its own directory: the original layout's `checkpoint` state file must
+  # not shadow the training checkpoints'.
+  export_dir = os.path.join(f.model_dir, "original")
+  prefix = save_original_checkpoint(
+      trainer.model, os.path.join(export_dir, "xlnet_model.ckpt"))
+  config.to_json(os.path.join(export_dir, "xlnet_config.json"))
+  logging.info("final loss %s; original-layout weights: %s (+ "
+               "xlnet_config.json)", logs.get("loss"), prefix)
   return 0
 
 

@@ -27,8 +27,6 @@ answer inside a piece snaps to the whole piece; by default pieces are split
 where the character class changes and between digits).
 """
 
-import sys
-
 from absl import app, flags
 
 from xlnet_tf import cli
@@ -85,24 +83,13 @@ def _options():
       split_digits=f.split_digits)
 
 
-def _prepro() -> int:
-  """--do_prepro, with the one-line errors of the other modes."""
-  import xlnet_tf
-  from data_utils.tokenization import TokenizerError
-  from xlnet_tf.workflows import squad
-  try:
-    squad.SquadWorkflow(_options()).prepro()
-  except (xlnet_tf.ConfigError, TokenizerError, ValueError, OSError) as e:
-    sys.stderr.write(f"run_squad: {e}\n")
-    return 2
-  return 0
-
-
 def main(argv):
   del argv
   from xlnet_tf.workflows import squad
   if FLAGS.do_prepro:
-    return _prepro()
+    cli.split_cpu(FLAGS.num_cpu_devices)
+    return cli.run_main("run_squad",
+                        lambda: squad.SquadWorkflow(_options()).prepro())
   return cli.run_finetune_main("run_squad", FLAGS, _options, squad.run)
 
 

@@ -22,6 +22,7 @@ import os
 import sys
 from typing import Callable, Dict, List, Optional, Sequence
 
+from data_utils.errors import UserError
 from data_utils.tokenization import CLS_ID, SEP_ID
 
 SEG_ID_A, SEG_ID_B, SEG_ID_CLS, SEG_ID_PAD = 0, 1, 2, 4
@@ -29,7 +30,7 @@ SEG_ID_A, SEG_ID_B, SEG_ID_CLS, SEG_ID_PAD = 0, 1, 2, 4
 csv.field_size_limit(sys.maxsize)
 
 
-class TaskDataError(ValueError):
+class TaskDataError(UserError):
   """Bad task name, missing file or malformed row; names file and line."""
 
 

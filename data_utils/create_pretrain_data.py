@@ -20,7 +20,6 @@ from __future__ import annotations
 import glob
 import json
 import os
-import sys
 from typing import List, Optional, Sequence
 
 import numpy as np
@@ -29,7 +28,8 @@ from data_utils import pretrain_data
 from data_utils.atomic import atomic_path, write_json
 from data_utils.pretrain_data import DataError, PretrainDataConfig
 from data_utils.progress import Progress
-from data_utils.tokenization import SentencePieceTokenizer, TokenizerError
+from data_utils.errors import run_main
+from data_utils.tokenization import SentencePieceTokenizer
 
 RECORD_FORMAT = "xlnet-tf/pretrain/v1"
 
@@ -238,19 +238,17 @@ def main(argv):
     pass_ids = range(f.pass_id, f.pass_id + f.num_passes)
   else:
     pass_ids = [f.pass_id]
-  try:
+
+  def body():
     infos = create_pretrain_data(
         sorted(glob.glob(f.input_glob)), cfg, f.save_dir, f.sp_path,
         from_raw_text=f.from_raw_text, split=f.split, task=f.task,
         num_task=f.num_task, pass_ids=list(pass_ids), seed=f.seed,
         max_batches=f.max_batches)
-  except (DataError, TokenizerError) as e:
-    sys.stderr.write(f"create_pretrain_data: {e}\n")
-    return 2
-  for info in infos:
-    logging.info("wrote %s: %d batches, %d examples", info["filenames"][0],
-                 info["num_batch"], info["num_example"])
-  return 0
+    for info in infos:
+      logging.info("wrote %s: %d batches, %d examples", info["filenames"][0],
+                   info["num_batch"], info["num_example"])
+  return run_main("create_pretrain_data", body)
 
 
 def define_flags():

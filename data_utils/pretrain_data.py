@@ -29,13 +29,14 @@ from typing import List, Optional, Tuple
 
 import numpy as np
 
+from data_utils.errors import UserError
 from data_utils.tokenization import CLS_ID, EOD_ID, SEP_ID
 
 # Pieces that start a word besides "▁..." and "<...>": ASCII punctuation.
 _PUNCTUATION = set('!"#$%&"()*+,-./:;?@[\\]^_`{|}~')
 
 
-class DataError(ValueError):
+class DataError(UserError):
   """The input or the settings cannot make pretraining data; says why."""
 
 

@@ -62,6 +62,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 from absl import logging
 
 from data_utils.atomic import atomic_path, write_json
+from data_utils.errors import UsageError, UserError
 from data_utils.progress import Progress
 from data_utils.tokenization import (CLS_ID, SEP_ID, SPIECE_UNDERLINE,
                                      UNK_ID, preprocess_text)
@@ -71,7 +72,7 @@ FIRST_UNIQUE_ID = 1000000000
 FORMAT = "xlnet-tf/squad/v1"
 
 
-class SquadDataError(ValueError):
+class SquadDataError(UserError):
   """A SQuAD file cannot be used; the message names the file and the fault."""
 
 
@@ -439,10 +440,10 @@ class FeatureSettings:
 
   def validate(self) -> None:
     if self.max_query_length < 1 or self.doc_stride < 1:
-      raise ValueError(f"max_query_length ({self.max_query_length}) and "
+      raise UsageError(f"max_query_length ({self.max_query_length}) and "
                        f"doc_stride ({self.doc_stride}) must be positive")
     if self.max_seq_length < self.max_query_length + 4:
-      raise ValueError(f"max_seq_length ({self.max_seq_length}) must leave "
+      raise UsageError(f"max_seq_length ({self.max_seq_length}) must leave "
                        "room for the question (max_query_length "
                        f"{self.max_query_length}), 3 symbols and a piece")
 

@@ -14,6 +14,8 @@ import os
 import unicodedata
 from typing import Iterable, List, Sequence
 
+from data_utils.errors import UserError
+
 SPIECE_UNDERLINE = "\u2581"
 
 SPECIAL_SYMBOLS = {
@@ -29,7 +31,7 @@ EOD_ID = SPECIAL_SYMBOLS["<eod>"]
 EOP_ID = SPECIAL_SYMBOLS["<eop>"]
 
 
-class TokenizerError(ValueError):
+class TokenizerError(UserError):
   """The SentencePiece model cannot be used; the message names the file."""
 
 

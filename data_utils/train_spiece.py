@@ -13,8 +13,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import tempfile
+
+import sentencepiece as spm
+
+from data_utils.errors import UsageError, UserError, run_main
+from data_utils.tokenization import SentencePieceTokenizer
 
 CONTROL = ["<cls>", "<sep>", "<pad>", "<mask>", "<eod>"]
 USER_DEFINED = ["<eop>"]
@@ -24,9 +28,8 @@ def train_spiece(input_path: str, model_prefix: str, vocab_size: int = 8000,
                  model_type: str = "unigram", character_coverage: float = 1.0,
                  input_sentence_size: int = 2_000_000) -> str:
   """Trains and returns the path of `<model_prefix>.model`."""
-  import sentencepiece as spm
   if not os.path.isfile(input_path):
-    raise ValueError(f"{input_path}: no such input file")
+    raise UsageError(f"{input_path}: no such input file")
   directory = os.path.dirname(os.path.abspath(model_prefix))
   os.makedirs(directory, exist_ok=True)
   tmp = tempfile.mkdtemp(dir=directory, prefix=".tmp-spiece-")
@@ -43,7 +46,7 @@ def train_spiece(input_path: str, model_prefix: str, vocab_size: int = 8000,
     for ext in ("model", "vocab"):
       os.replace(f"{tmp_prefix}.{ext}", f"{model_prefix}.{ext}")
   except RuntimeError as e:
-    raise ValueError(f"{input_path}: SentencePiece training failed: "
+    raise UserError(f"{input_path}: SentencePiece training failed: "
                      f"{str(e).splitlines()[0]}") from None
   finally:
     shutil.rmtree(tmp, ignore_errors=True)
@@ -53,16 +56,13 @@ def train_spiece(input_path: str, model_prefix: str, vocab_size: int = 8000,
 def main(argv):
   del argv
   from absl import flags
-  from data_utils.tokenization import SentencePieceTokenizer, TokenizerError
   f = flags.FLAGS
-  try:
+
+  def body():
     path = train_spiece(f.input, f.model_prefix, f.vocab_size, f.model_type)
     tok = SentencePieceTokenizer(path)  # checks the special ids
-  except (ValueError, TokenizerError) as e:
-    sys.stderr.write(f"train_spiece: {e}\n")
-    return 2
-  print(f"wrote {path} ({tok.vocab_size} pieces)")
-  return 0
+    print(f"wrote {path} ({tok.vocab_size} pieces)")
+  return run_main("train_spiece", body)
 
 
 if __name__ == "__main__":

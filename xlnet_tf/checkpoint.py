@@ -21,10 +21,11 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from data_utils.errors import UserError
 from xlnet_tf.building import build_once
 
 
-class CheckpointError(ValueError):
+class CheckpointError(UserError):
   """A checkpoint cannot be used as asked; the message says which and why."""
 
 

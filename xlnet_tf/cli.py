@@ -4,10 +4,13 @@ global flags."""
 
 from __future__ import annotations
 
-import sys
 from typing import Callable
 
 from absl import flags
+
+from data_utils.errors import UsageError, run_main
+import xlnet_tf
+from xlnet_tf.training import TrainOptions, split_cpu
 
 
 def define_performance_flags(grad_accum_help: str) -> None:
@@ -102,8 +105,6 @@ def define_finetune_flags(defaults: dict) -> None:
 
 def finetune_options(f, options_cls, **extra):
   """`options_cls` (a FinetuneOptions subclass) from parsed flags `f`."""
-  import xlnet_tf
-  from xlnet_tf.training import TrainOptions
   return options_cls(
       config=xlnet_tf.XLNetConfig.from_json(f.model_config_path),
       run=xlnet_tf.RunOptions(
@@ -138,28 +139,20 @@ def finetune_options(f, options_cls, **extra):
 
 def run_finetune_main(name: str, f, make_options: Callable, run: Callable
                       ) -> int:
-  """Common body of a fine-tuning script's main: one-line errors, exit 2."""
-  import xlnet_tf
-  from data_utils.classifier_data import TaskDataError
-  from data_utils.tokenization import TokenizerError
-  from xlnet_tf.checkpoint import CheckpointError
-  from xlnet_tf.training import split_cpu
+  """Common body of a fine-tuning script's main (errors: `run_main`)."""
   split_cpu(f.num_cpu_devices)
-  try:
+
+  def body():
     if not (f.do_train or f.do_eval or f.do_predict):
-      raise ValueError("nothing to do: pass --do_train, --do_eval and/or "
+      raise UsageError("nothing to do: pass --do_train, --do_eval and/or "
                        "--do_predict")
     result = run(make_options())
-  except (xlnet_tf.ConfigError, TaskDataError, TokenizerError,
-          CheckpointError, ValueError, OSError) as e:
-    sys.stderr.write(f"{name}: {e}\n")
-    return 2
-  if "eval" in result:
-    best = result["eval"]["best"]
-    print("best checkpoint: step {}: {}".format(
-        best["step"], {k: round(v, 4) for k, v in best.items()
-                       if isinstance(v, float)}))
-  return 0
+    if "eval" in result:
+      best = result["eval"]["best"]
+      print("best checkpoint: step {}: {}".format(
+          best["step"], {k: round(v, 4) for k, v in best.items()
+                         if isinstance(v, float)}))
+  return run_main(name, body)
 
 
 REQUIRED = ["model_config_path", "spiece_model_file", "data_dir",

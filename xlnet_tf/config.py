@@ -13,9 +13,10 @@ import os
 from typing import Any, Optional
 
 from data_utils.atomic import write_json
+from data_utils.errors import UserError
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError):
   """A config file or value is wrong; the message names the key and the value."""
 
 

@@ -28,7 +28,8 @@ import re
 import sys
 from typing import List, Optional, Sequence
 
-from xlnet_tf.config import ConfigError, RunOptions, XLNetConfig
+from data_utils.errors import UserError, run_main
+from xlnet_tf.config import RunOptions, XLNetConfig
 
 MODELS = ("base", "lm", "classification", "regression", "multiple_choice",
           "qa")
@@ -37,7 +38,7 @@ CONFIG_NAME = "xlnet_config.json"
 DEFAULT_PREFIX = "model.ckpt"
 
 
-class ConvertError(Exception):
+class ConvertError(UserError):
   """A conversion that cannot be done as asked (one-line message)."""
 
 
@@ -291,16 +292,7 @@ def _applies(key: str, model: str) -> bool:
 def main(argv: Optional[Sequence[str]] = None) -> int:
   args = _parser().parse_args(argv)
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-  from xlnet_tf.checkpoint import CheckpointError
-  try:
-    lines = convert(args)
-  except (ConvertError, CheckpointError, ConfigError, ValueError,
-          OSError) as e:
-    message = " ".join(str(e).split())  # one line, whatever the source said
-    sys.stderr.write(f"convert: error: {message}\n")
-    return 2
-  print("\n".join(lines))
-  return 0
+  return run_main("convert: error", lambda: print("\n".join(convert(args))))
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ import tensorflow as tf
 
 from data_utils.classifier_data import SEG_ID_A, SEG_ID_B, SEG_ID_CLS, \
     SEG_ID_PAD
+from data_utils.errors import UsageError
 from data_utils.tokenization import CLS_ID, SEP_ID
 
 
@@ -274,7 +275,7 @@ def export_squad(model, export_dir: str, max_seq_length: int,
   beam = (getattr(model, "start_n_top", None), getattr(model, "end_n_top",
                                                          None))
   if beam != (start_n_top, end_n_top):
-    raise ValueError(f"the model's beam is {beam[0]} x {beam[1]}, the export "
+    raise UsageError(f"the model's beam is {beam[0]} x {beam[1]}, the export "
                      f"asks {start_n_top} x {end_n_top}")
   server = SquadServer(model, max_seq_length)
   return save_atomically(server, server.signatures(), export_dir)

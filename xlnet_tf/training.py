@@ -25,6 +25,7 @@ import tensorflow as tf
 import tf_keras as keras
 from absl import logging
 
+from data_utils.errors import UsageError
 from data_utils.progress import format_seconds
 from xlnet_tf.building import build_once
 from xlnet_tf.initializers import cpu_has_native_bfloat16
@@ -58,25 +59,25 @@ class TrainOptions:
 
   def validate(self) -> None:
     if self.train_steps <= 0:
-      raise ValueError(f"train_steps must be positive, got {self.train_steps}")
+      raise UsageError(f"train_steps must be positive, got {self.train_steps}")
     if self.iterations <= 0:
-      raise ValueError(f"iterations must be positive, got {self.iterations}")
+      raise UsageError(f"iterations must be positive, got {self.iterations}")
     if self.save_steps is not None and self.save_steps <= 0:
-      raise ValueError(f"save_steps must be positive, got {self.save_steps}")
+      raise UsageError(f"save_steps must be positive, got {self.save_steps}")
     if not 0 <= self.warmup_steps <= self.train_steps:
-      raise ValueError(f"warmup_steps ({self.warmup_steps}) must be in "
+      raise UsageError(f"warmup_steps ({self.warmup_steps}) must be in "
                        f"[0, train_steps={self.train_steps}]")
     if self.grad_accum_steps < 1:
-      raise ValueError(f"grad_accum_steps must be >= 1, got "
+      raise UsageError(f"grad_accum_steps must be >= 1, got "
                        f"{self.grad_accum_steps}")
     if self.decay_method not in ("poly", "cos"):
-      raise ValueError(f"decay_method must be 'poly' or 'cos', got "
+      raise UsageError(f"decay_method must be 'poly' or 'cos', got "
                        f"{self.decay_method!r}")
     if not 0 < self.lr_layer_decay_rate <= 1:
-      raise ValueError(f"lr_layer_decay_rate must be in (0, 1], got "
+      raise UsageError(f"lr_layer_decay_rate must be in (0, 1], got "
                        f"{self.lr_layer_decay_rate}")
     if self.strategy not in STRATEGIES:
-      raise ValueError(f"strategy must be one of {STRATEGIES}, got "
+      raise UsageError(f"strategy must be one of {STRATEGIES}, got "
                        f"{self.strategy!r}")
 
 
@@ -145,12 +146,12 @@ def make_strategy(name: str, tpu: Optional[str] = None
     try:
       resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu or "")
     except ValueError as e:
-      raise ValueError(f"--strategy=tpu: no TPU found ({e}); pass --tpu=NAME "
+      raise UsageError(f"--strategy=tpu: no TPU found ({e}); pass --tpu=NAME "
                        "or run on a TPU VM") from None
     tf.config.experimental_connect_to_cluster(resolver)
     tf.tpu.experimental.initialize_tpu_system(resolver)
     return tf.distribute.TPUStrategy(resolver)
-  raise ValueError(f"strategy must be one of {STRATEGIES}, got {name!r}")
+  raise UsageError(f"strategy must be one of {STRATEGIES}, got {name!r}")
 
 
 class Trainer:

@@ -13,6 +13,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 from absl import logging
 
+from data_utils.errors import UserError
 from data_utils.feature_records import build_features, classifier_dataset
 from data_utils.tokenization import SentencePieceTokenizer
 from xlnet_tf.checkpoint import load_native_checkpoint
@@ -103,8 +104,8 @@ class FinetuneWorkflow:
   def features(self, split: str, pad_to: int = 1, passes: int = 1) -> dict:
     examples = self.read(split)
     if not examples:
-      raise ValueError(f"{self.opts.data_dir}: the {split} split of "
-                       f"{self.task_name} has no example")
+      raise UserError(f"{self.opts.data_dir}: the {split} split of "
+                      f"{self.task_name} has no example")
     settings = dict(self.feature_settings(), task=self.task_name, split=split,
                     data_dir=os.path.abspath(self.opts.data_dir),
                     num_source_examples=len(examples),
@@ -136,8 +137,8 @@ class FinetuneWorkflow:
     # replicas and the accumulated micro-batches.
     parts = trainer.strategy.num_replicas_in_sync * opts.train.grad_accum_steps
     if opts.train_batch_size % parts:
-      raise ValueError(f"train_batch_size ({opts.train_batch_size}) must be "
-                       f"divisible by replicas x grad_accum_steps ({parts})")
+      raise UserError(f"train_batch_size ({opts.train_batch_size}) must be "
+                      f"divisible by replicas x grad_accum_steps ({parts})")
     per_replica = opts.train_batch_size // parts
     trainer.train(lambda ctx, skip: self.dataset(
         info, per_replica, training=True, skip=skip, ctx=ctx), per_replica)
@@ -148,8 +149,8 @@ class FinetuneWorkflow:
     checkpoint = checkpoint or (training_checkpoints(
         self.opts.train.model_dir) or [None])[-1]
     if checkpoint is None:
-      raise ValueError(f"{self.opts.train.model_dir}: no checkpoint (train "
-                       "first, or pass a checkpoint)")
+      raise UserError(f"{self.opts.train.model_dir}: no checkpoint (train "
+                      "first, or pass a checkpoint)")
     model = self.task.build_model()
     load_native_checkpoint(model, checkpoint)
     return model
@@ -171,7 +172,7 @@ class FinetuneWorkflow:
     info = self.features(opts.eval_split, pad_to=opts.eval_batch_size)
     ckpts = training_checkpoints(opts.train.model_dir)
     if not ckpts:
-      raise ValueError(f"{opts.train.model_dir}: no checkpoint to evaluate")
+      raise UserError(f"{opts.train.model_dir}: no checkpoint to evaluate")
     results: List[dict] = []
     for ckpt in ckpts if opts.eval_all_ckpt else ckpts[-1:]:
       result = self.score(self.outputs(ckpt, info, opts.eval_batch_size),
@@ -196,8 +197,8 @@ class FinetuneWorkflow:
     ckpt = opts.predict_ckpt or (training_checkpoints(opts.train.model_dir)
                                  or [None])[-1]
     if ckpt is None:
-      raise ValueError(f"{opts.train.model_dir}: no checkpoint to predict "
-                       "with (or pass --predict_ckpt)")
+      raise UserError(f"{opts.train.model_dir}: no checkpoint to predict "
+                      "with (or pass --predict_ckpt)")
     rows = self.prediction_rows(
         self.outputs(ckpt, info, opts.predict_batch_size), info["examples"])
     predict_dir = opts.predict_dir or os.path.join(opts.train.model_dir,

@@ -24,6 +24,7 @@ from absl import logging
 
 from data_utils import squad_data as sd
 from data_utils import squad_eval as se
+from data_utils.errors import UserError
 from xlnet_tf.tasks import SquadTask
 from xlnet_tf.workflows.common import (checkpoint_step, run_inference,
                                        training_checkpoints, write_json_atomic)
@@ -57,8 +58,8 @@ class SquadWorkflow(FinetuneWorkflow):
   def __init__(self, opts: SquadOptions):
     super().__init__(opts)
     if opts.target_eval_key not in TARGET_KEYS:
-      raise ValueError(f"target_eval_key must be one of {TARGET_KEYS}, got "
-                       f"{opts.target_eval_key!r}")
+      raise UserError(f"target_eval_key must be one of {TARGET_KEYS}, got "
+                      f"{opts.target_eval_key!r}")
     self.settings = sd.FeatureSettings(
         max_seq_length=opts.max_seq_length, doc_stride=opts.doc_stride,
         max_query_length=opts.max_query_length, uncased=opts.uncased,
@@ -76,8 +77,8 @@ class SquadWorkflow(FinetuneWorkflow):
     training = split == self.opts.train_split
     path = self.opts.train_file if training else self.opts.predict_file
     if not path:
-      raise ValueError(f"the {split} split needs --"
-                       f"{'train_file' if training else 'predict_file'}")
+      raise UserError(f"the {split} split needs --"
+                      f"{'train_file' if training else 'predict_file'}")
     return path, training
 
   def features(self, split: str, pad_to: int = 1, passes: int = 1) -> dict:
@@ -130,9 +131,9 @@ class SquadWorkflow(FinetuneWorkflow):
     result = se.squad_metrics(data.gold(), predictions, null_odds,
                               data.version)
     if self.opts.target_eval_key not in result:
-      raise ValueError(f"target_eval_key {self.opts.target_eval_key!r} is "
-                       f"not a SQuAD {data.version} metric "
-                       f"({sorted(result)})")
+      raise UserError(f"target_eval_key {self.opts.target_eval_key!r} is "
+                      f"not a SQuAD {data.version} metric "
+                      f"({sorted(result)})")
     result["main"] = result[self.opts.target_eval_key]
     return result
 
@@ -161,12 +162,12 @@ class SquadWorkflow(FinetuneWorkflow):
     opts = self.opts
     info = self.features(opts.eval_split)
     if not info["data"].labeled:
-      raise ValueError(f"{info['data'].path}: some questions have no answer "
-                       "(nor is_impossible): nothing to evaluate against; "
-                       "use --do_predict")
+      raise UserError(f"{info['data'].path}: some questions have no answer "
+                      "(nor is_impossible): nothing to evaluate against; "
+                      "use --do_predict")
     ckpts = training_checkpoints(opts.train.model_dir)
     if not ckpts:
-      raise ValueError(f"{opts.train.model_dir}: no checkpoint to evaluate")
+      raise UserError(f"{opts.train.model_dir}: no checkpoint to evaluate")
     results: List[dict] = []
     best_answers = None
     for ckpt in ckpts if opts.eval_all_ckpt else ckpts[-1:]:
@@ -200,8 +201,8 @@ class SquadWorkflow(FinetuneWorkflow):
     ckpt = opts.predict_ckpt or (training_checkpoints(opts.train.model_dir)
                                  or [None])[-1]
     if ckpt is None:
-      raise ValueError(f"{opts.train.model_dir}: no checkpoint to predict "
-                       "with (or pass --predict_ckpt)")
+      raise UserError(f"{opts.train.model_dir}: no checkpoint to predict "
+                      "with (or pass --predict_ckpt)")
     predictions, nbest, null_odds = self.answers(
         self.outputs(ckpt, info, opts.predict_batch_size), info)
     metrics = None

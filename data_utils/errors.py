@@ -1,0 +1,154 @@
+"""The project's error vocabulary and the one place where entry points turn
+expected errors into a single line.
+
+`UserError` is bad input: a file, flag or record the user gave, or a machine
+condition the user can fix (a full disk, an unwritable folder). Its message
+names the file, flag or record and says what is wrong. Every other exception
+is a bug and keeps its traceback.
+
+Every entry point's body runs through `run_main`:
+
+    >>> import io, contextlib
+    >>> def body():
+    ...   raise UserError("--max_seq_length=0: must be at least 4")
+    >>> err = io.StringIO()
+    >>> with contextlib.redirect_stderr(err):
+    ...   code = run_main("run_classifier", body)
+    >>> code, err.getvalue()
+    (2, 'run_classifier: --max_seq_length=0: must be at least 4\\n')
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Callable, Optional
+
+
+class UserError(ValueError):
+  """Bad input, named in the message: printed as one line, exit code 2.
+
+  A ValueError, so library callers that caught ValueError still do.
+  """
+
+
+class UsageError(UserError):
+  """A flag or option value that cannot work (the message names the flag)."""
+
+
+def one_line(text) -> str:
+  """Folds whitespace, so whatever a library said stays on one line.
+
+  >>> one_line("a\\n  b\\tc ")
+  'a b c'
+  """
+  return " ".join(str(text).split())
+
+
+def describe_os_error(e: OSError) -> str:
+  """`path: reason` for an OSError (both paths for a rename).
+
+  >>> describe_os_error(PermissionError(13, "Permission denied", "/x/y"))
+  '/x/y: Permission denied'
+  """
+  names = [str(n) for n in (e.filename, e.filename2) if n]
+  reason = e.strerror or str(e)
+  return ": ".join([" -> ".join(names), reason]) if names else reason
+
+
+def _tf_errors():
+  # Looked up, not imported: this module stays light (tokenizer worker
+  # processes import it) and TensorFlow's errors can only come from a
+  # process that has imported TensorFlow.
+  tf = sys.modules.get("tensorflow")
+  return getattr(tf, "errors", None)
+
+
+def _tf_input_error(e: BaseException) -> bool:
+  # TensorFlow's file-system and record errors: a path or a record the user
+  # gave, not a bug. TF's own message names the file where it knows it.
+  errors = _tf_errors()
+  return errors is not None and isinstance(
+      e, (errors.DataLossError, errors.NotFoundError,
+          errors.PermissionDeniedError))
+
+
+def _tf_message(e) -> str:
+  # TF appends op context ("[Op:IteratorGetNext]", "\n\t [[{{node ...") to
+  # the message; the first line is what the user needs.
+  first = str(e.message).strip().splitlines()[0] if e.message else str(e)
+  return first.split(" [Op:")[0].strip()
+
+
+def is_disk_full(e: BaseException) -> bool:
+  """True for a write that failed for lack of space (OS or TensorFlow)."""
+  if isinstance(e, OSError) and e.errno == 28:
+    return True
+  errors = _tf_errors()
+  return errors is not None and isinstance(e, errors.OpError) and \
+      "No space left on device" in str(e)
+
+
+def user_message(e: BaseException) -> Optional[str]:
+  """The one-line message for an expected error, None for a bug."""
+  if isinstance(e, UserError):
+    return one_line(e)
+  if isinstance(e, OSError):
+    return one_line(describe_os_error(e))
+  if _tf_input_error(e) or is_disk_full(e):
+    return one_line(_tf_message(e))
+  return None
+
+
+def run_main(program: str, body: Callable[[], Optional[int]]) -> int:
+  """Runs an entry point's `body`; an expected error becomes
+  `program: message` on stderr and exit code 2, a bug keeps its traceback."""
+  try:
+    return body() or 0
+  except Exception as e:  # pylint: disable=broad-except
+    message = user_message(e)
+    if message is None:
+      raise
+    sys.stderr.write(f"{program}: {message}\n")
+    sys.stderr.flush()
+    return 2
+
+
+def check_readable_file(path: str, flag: str) -> None:
+  """UsageError unless `path` is a readable file; names the flag."""
+  if not path:
+    raise UsageError(f"--{flag} is required")
+  if not os.path.exists(path):
+    raise UsageError(f"--{flag}={path}: no such file")
+  if os.path.isdir(path):
+    raise UsageError(f"--{flag}={path}: is a directory, expected a file")
+  if not os.access(path, os.R_OK):
+    raise UsageError(f"--{flag}={path}: not readable")
+
+
+def check_writable_dir(path: str, flag: str) -> None:
+  """UsageError unless `path` is, or can be made as, a writable directory.
+  Creates nothing: only looks at the nearest existing ancestor."""
+  if not path:
+    raise UsageError(f"--{flag} is required")
+  probe = os.path.abspath(path)
+  if os.path.exists(probe) and not os.path.isdir(probe):
+    raise UsageError(f"--{flag}={path}: exists and is not a directory")
+  while not os.path.exists(probe):
+    probe = os.path.dirname(probe)
+  if not os.path.isdir(probe):
+    raise UsageError(f"--{flag}={path}: {probe} is a file, not a directory")
+  if not os.access(probe, os.W_OK | os.X_OK):
+    raise UsageError(f"--{flag}={path}: {probe} is not writable")
+
+
+def check_positive(value, flag: str, minimum: int = 1) -> None:
+  """UsageError unless `value >= minimum`.
+
+  >>> check_positive(0, "train_batch_size")
+  Traceback (most recent call last):
+  ...
+  data_utils.errors.UsageError: --train_batch_size=0: must be at least 1
+  """
+  if value is None or value < minimum:
+    raise UsageError(f"--{flag}={value}: must be at least {minimum}")
