@@ -6,23 +6,32 @@
         --strategy=mirrored
 
 Flags follow the original's `train.py` / `train_gpu.py`. Checkpoints go to
-`model_dir` every `save_steps` (a re-run resumes from the newest); at the end
+`model_dir` every `save_steps` (a re-run resumes from the newest, and must
+use the model flags the run was started with: see `check_resume`); at the end
 the weights are also written in the original layout
 (`model_dir/original/xlnet_model.ckpt` + `xlnet_config.json`), which the
 fine-tuning scripts and the original code load.
 """
 
+import dataclasses
+import glob
+import json
 import os
+import re
+from typing import Dict
 
+import tensorflow as tf
 from absl import app, flags, logging
 
 import xlnet_tf
-from data_utils.errors import run_main
+from data_utils.errors import (UsageError, UserError, check_positive,
+                               check_writable_dir, run_main)
 from data_utils.pretrain_data import PretrainDataConfig
-from data_utils.pretrain_reader import load_record_infos, pretrain_dataset
+from data_utils.pretrain_reader import (check_record_files, load_record_infos,
+                                        pretrain_dataset, read_record_info)
 from xlnet_tf.checkpoint import save_original_checkpoint
 from xlnet_tf.cli import define_performance_flags
-from xlnet_tf.config import ConfigError
+from xlnet_tf.config import MAX_N_TOKEN, ConfigError
 from xlnet_tf.tasks import PretrainTask
 from xlnet_tf.training import (TrainOptions, Trainer, split_cpu,
                                write_run_files)
@@ -43,7 +52,10 @@ flags.DEFINE_integer("mask_alpha", 6, "Records' span context size.")
 flags.DEFINE_integer("mask_beta", 1, "Records' tokens per span group.")
 flags.DEFINE_integer("num_predict", None, "Predictions per example.")
 flags.DEFINE_bool("uncased", False, "Records were lower-cased.")
-flags.DEFINE_integer("seed", 0, "File-order shuffling seed.")
+flags.DEFINE_integer("seed", 0,
+                     "Seeds the initial weights (without --init_checkpoint), "
+                     "dropout and the file-order shuffling: the same command "
+                     "gives the same run.")
 # Model.
 flags.DEFINE_integer("n_token", 32000, "Vocabulary size.")
 flags.DEFINE_integer("mem_len", 0, "Memory length.")
@@ -87,7 +99,139 @@ def main(argv):
   return run_main("run_pretrain", lambda: _pretrain(f))
 
 
+# Flags that must be at least 1 (0 for the second group).
+_POSITIVE = ("train_batch_size", "seq_len", "reuse_len", "num_predict",
+             "train_steps", "iterations", "max_save", "n_layer", "d_model",
+             "n_head", "d_head", "d_inner", "n_token", "grad_accum_steps")
+_NON_NEGATIVE = ("mem_len", "perm_size", "warmup_steps")
+
+
+def check_flags(f) -> None:
+  """One-line UsageError naming the first flag whose value cannot work."""
+  for name in _POSITIVE:
+    check_positive(getattr(f, name), name)
+  for name in _NON_NEGATIVE:
+    check_positive(getattr(f, name), name, minimum=0)
+  for name in ("save_steps", "num_passes"):
+    if getattr(f, name) is not None:
+      check_positive(getattr(f, name), name)
+  if f.n_token > MAX_N_TOKEN:
+    raise UsageError(f"--n_token={f.n_token}: must be at most {MAX_N_TOKEN} "
+                     "(2**24; see xlnet_tf/config.py)")
+
+
+# Recorded settings a resumed run may change: they change how a step is
+# computed (memory, 16-bit matmuls on another machine), not the model, its
+# data or its regularisation. Every other recorded setting must match, so the
+# files keep describing the whole run: the model's shape (all of
+# xlnet_config.json), memory and attention (mem_len, reuse_len, bi_data,
+# attn_type, clamp_len, same_length), dropout, the initialiser (recorded as
+# the run's), and use_float16 (loss scaling changes the optimizer's state).
+# The learning-rate schedule and train_steps are not recorded: they may
+# change.
+RESUMABLE_CHANGES = ("recompute", "use_bfloat16")
+
+_CKPT_VALUE = "/.ATTRIBUTES/VARIABLE_VALUE"
+# Native checkpoint keys (the Trainer's) -> the config keys of their dims.
+_CKPT_DIMS = {
+    "model/encoder/word_embedding.Slookup_table": ("n_token", "d_model"),
+    "model/encoder/blocks/0/rel_attn/q.Skernel": ("d_model", "n_head",
+                                                  "d_head"),
+    "model/encoder/blocks/0/ff/layer_1/kernel": ("d_model", "d_inner"),
+}
+
+
+def config_from_checkpoint(prefix: str) -> Dict[str, object]:
+  """What a native pretraining checkpoint says of the model's shape:
+  `n_layer, d_model, n_head, d_head, d_inner, n_token, untie_r` (those its
+  variables show; not ff_activation)."""
+  shapes = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
+  found: Dict[str, object] = {}
+  for key, dims in _CKPT_DIMS.items():
+    shape = shapes.get(key + _CKPT_VALUE)
+    if shape is not None and len(shape) == len(dims):
+      found.update(zip(dims, (int(d) for d in shape)))
+  layers = {int(m.group(1)) for m in (
+      re.match(r"model/encoder/blocks/(\d+)/", k) for k in shapes) if m}
+  if layers:
+    found["n_layer"] = max(layers) + 1
+  bias = shapes.get("model/encoder/r_w_bias" + _CKPT_VALUE)
+  if bias is not None:
+    found["untie_r"] = len(bias) == 3  # [n_layer, n_head, d_head] if untied
+  return found
+
+
+def recorded_run(model_dir: str) -> Dict[str, object]:
+  """The settings of the run model_dir holds: its xlnet_config.json and
+  run_options.json, or the newest checkpoint's shapes where the config file
+  is missing; {} for a new model_dir."""
+  recorded: Dict[str, object] = {}
+  for name in ("xlnet_config.json", "run_options.json"):
+    path = os.path.join(model_dir, name)
+    if not os.path.isfile(path):
+      continue
+    try:
+      with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    except json.JSONDecodeError as e:
+      raise UserError(f"{path}: not valid JSON ({e.msg}); it records the "
+                      "run in this --model_dir") from None
+    except UnicodeDecodeError:
+      raise UserError(f"{path}: not UTF-8 text; it records the run in this "
+                      "--model_dir") from None
+    if not isinstance(data, dict):
+      raise UserError(f"{path}: not a JSON object; it records the run in "
+                      "this --model_dir")
+    recorded.update(data)
+  if not os.path.isfile(os.path.join(model_dir, "xlnet_config.json")):
+    latest = tf.train.latest_checkpoint(model_dir)
+    if latest:
+      recorded.update(config_from_checkpoint(latest))
+  return recorded
+
+
+def _shown(key: str, value) -> str:
+  if key in ("mem_len", "reuse_len") and value is None:
+    value = 0  # the flag's 0 is RunOptions' None
+  return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def check_resume(f, config: xlnet_tf.XLNetConfig,
+                 options: xlnet_tf.RunOptions) -> None:
+  """Refuses to run in a model_dir that holds another run (see
+  `RESUMABLE_CHANGES` for what may differ): one line naming the flag and
+  both values, before anything is written there."""
+  recorded = recorded_run(f.model_dir)
+  ours = [k.name for k in dataclasses.fields(config) if k.name in config.KEYS]
+  current = dict(config.to_dict(), **options.to_dict())
+  for key in ours + [k.name for k in dataclasses.fields(options)]:
+    if key not in recorded or key in RESUMABLE_CHANGES:
+      continue
+    was, now = _shown(key, recorded[key]), _shown(key, current[key])
+    if was != now:
+      flag = f"--{key}" if key in f else key
+      raise UsageError(
+          f"{flag}={now} but model_dir {f.model_dir} holds a run with "
+          f"{key}={was} (use another --model_dir, or the same flags to "
+          "resume)")
+
+
+def check_vocab(f) -> None:
+  """--n_token must cover the vocabulary the records were built with (each
+  record-info names it); a smaller one fails mid-run on the first larger id.
+  """
+  for directory in f.record_info_dir.split(","):
+    for path in sorted(glob.glob(os.path.join(
+        directory, f"record_info-{f.split}-*.json"))):
+      vocab = read_record_info(path).get("vocab_size")
+      if isinstance(vocab, int) and vocab > f.n_token:
+        raise UsageError(f"--n_token={f.n_token}: smaller than the "
+                         f"vocabulary the records were built with ({vocab} "
+                         f"pieces, {path})")
+
+
 def _pretrain(f) -> int:
+  check_flags(f)
   if f.d_embed is not None and f.d_embed != f.d_model:
     raise ConfigError(f"--d_embed ({f.d_embed}) must equal --d_model "
                       f"({f.d_model}): XLNet ties them")
@@ -109,7 +253,12 @@ def _pretrain(f) -> int:
       adam_epsilon=f.adam_epsilon, clip=f.clip, iterations=f.iterations,
       save_steps=f.save_steps, max_save=f.max_save, strategy=f.strategy,
       tpu=f.tpu, init_checkpoint=f.init_checkpoint,
-      grad_accum_steps=f.grad_accum_steps, jit_compile=f.jit_compile)
+      grad_accum_steps=f.grad_accum_steps, jit_compile=f.jit_compile,
+      seed=f.seed)
+  train_opts.validate()
+  check_writable_dir(f.model_dir, "model_dir")
+  check_resume(f, config, options)  # before anything is written there
+  xlnet_tf.checkpoint.check_init_checkpoint(train_opts)
   trainer = Trainer(PretrainTask(config, options, f.seq_len), train_opts)
   replicas = trainer.strategy.num_replicas_in_sync
   workers = trainer.strategy.extended._num_workers if hasattr(  # pylint: disable=protected-access
@@ -129,6 +278,8 @@ def _pretrain(f) -> int:
               if k not in ("use_eod", "max_gram", "original_ngram_count")}
   info = load_record_infos(f.record_info_dir, f.split, expected,
                            num_passes=f.num_passes)
+  check_record_files(info)  # a bad file: one line now, not mid-training
+  check_vocab(f)
   logging.info("%d record files, %d batches per pass over them",
                len(info["filenames"]), info["num_batch"])
   per_replica = f.train_batch_size // replicas_per_host

@@ -1,19 +1,95 @@
 """Files that appear whole or not at all: write a temp file beside the
 target, then rename it into place (a crash leaves the old file, or none, and
-at most a `.tmp-*` file that the next run may remove)."""
+at most a temp file; the cache builders remove those of their directory on
+their next run).
+
+Temp files are named `.tmp-xlnet-<host>-<pid>-<random>`: the prefix is this
+project's own and the host and process id say who writes it, so
+`remove_stale_temps` removes only files of ours whose writer is gone (a live
+writer's file, another host's on a shared disk, or any other file stays).
+"""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+import re
+import socket
 import tempfile
+from typing import List
+
+TEMP_PREFIX = ".tmp-xlnet-"
+# mkstemp's random part is lower-case letters, digits and "_".
+_TEMP_NAME = re.compile(r"^\.tmp-xlnet-(?P<host>.+)-(?P<pid>\d+)-[a-z0-9_]+$")
+
+
+def _host() -> str:
+  # Kept to what is safe in a file name (hostnames are letters, digits, "-"
+  # and "."; anything else becomes "_").
+  return re.sub(r"[^A-Za-z0-9.-]", "_", socket.gethostname()) or "host"
+
+
+def temp_prefix() -> str:
+  """The name prefix of this process's temp files."""
+  return f"{TEMP_PREFIX}{_host()}-{os.getpid()}-"
+
+
+def _pid_alive(pid: int) -> bool:
+  if pid <= 0:
+    return True  # not a pid we could have written: never remove
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except PermissionError:
+    return True  # alive, another user's
+  return True
+
+
+def remove_stale_temps(directory: str) -> List[str]:
+  """Removes the temp files of this project in `directory` whose writing
+  process (on this host) is no longer running; returns their paths. Any
+  other file, and a live writer's temp file, is left alone.
+
+  Example:
+    >>> import tempfile, os
+    >>> d = tempfile.mkdtemp()
+    >>> dead = os.path.join(d, f".tmp-xlnet-{_host()}-999999999-abc")
+    >>> for name in (dead, os.path.join(d, ".tmp-foo")):
+    ...   open(name, "w").close()
+    >>> [os.path.basename(p) for p in remove_stale_temps(d)] == [
+    ...     os.path.basename(dead)]
+    True
+    >>> os.listdir(d)
+    ['.tmp-foo']
+  """
+  removed = []
+  try:
+    names = sorted(os.listdir(directory))
+  except FileNotFoundError:
+    return removed
+  host = _host()
+  for name in names:
+    match = _TEMP_NAME.match(name)
+    if not match or match.group("host") != host:
+      continue
+    if _pid_alive(int(match.group("pid"))):
+      continue
+    path = os.path.join(directory, name)
+    if os.path.isfile(path) and not os.path.islink(path):
+      try:
+        os.remove(path)
+      except FileNotFoundError:
+        continue  # another run cleaned it first
+      removed.append(path)
+  return removed
 
 
 @contextlib.contextmanager
-def atomic_path(path: str, prefix: str = ".tmp-"):
-  """Yields a temp path to write; renames it to `path` if the block ends
-  normally, deletes it otherwise.
+def atomic_path(path: str):
+  """Yields a temp path (`temp_prefix()` + random, beside `path`) to write;
+  renames it to `path` if the block ends normally, deletes it otherwise.
 
   Example:
     >>> import tempfile, os
@@ -25,7 +101,7 @@ def atomic_path(path: str, prefix: str = ".tmp-"):
   """
   directory = os.path.dirname(os.path.abspath(path))
   os.makedirs(directory, exist_ok=True)
-  fd, tmp = tempfile.mkstemp(dir=directory, prefix=prefix)
+  fd, tmp = tempfile.mkstemp(dir=directory, prefix=temp_prefix())
   os.close(fd)
   try:
     yield tmp
@@ -43,5 +119,5 @@ def write_text(path: str, text: str) -> None:
 
 
 def write_json(path: str, data, indent: int = 2) -> None:
-  """JSON with sorted keys, atomically."""
+  """JSON with sorted keys, atomically (same data, same bytes)."""
   write_text(path, json.dumps(data, indent=indent, sort_keys=True) + "\n")

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import math
 import os
 import sys
 from typing import Callable, Dict, List, Optional, Sequence
 
-from data_utils.errors import UserError
+from data_utils.errors import UsageError, UserError, utf8_error
 from data_utils.tokenization import CLS_ID, SEP_ID
 
 SEG_ID_A, SEG_ID_B, SEG_ID_CLS, SEG_ID_PAD = 0, 1, 2, 4
@@ -134,10 +135,15 @@ def _column(row, index, path, line_no, what):
 def _check_label(label, labels, path, line_no):
   if labels is None:
     try:
-      return float(label)
+      score = float(label)
     except ValueError:
       raise TaskDataError(f"{path}:{line_no}: score {label!r} is not a "
                           "number") from None
+    # float() takes 'nan' and 'inf', which would train to a NaN loss.
+    if not math.isfinite(score):
+      raise TaskDataError(f"{path}:{line_no}: score {label!r} is not a "
+                          "finite number")
+    return score
   if label not in labels:
     raise TaskDataError(f"{path}:{line_no}: label {label!r} not in "
                         f"{list(labels)}")
@@ -148,11 +154,19 @@ def _read_rows(path: str, delimiter: str, quoting):
   if not os.path.isfile(path):
     raise TaskDataError(f"{path}: no such data file")
   # utf-8-sig drops the BOM some GLUE files (MRPC) start with.
-  with open(path, encoding="utf-8-sig", newline="") as f:
-    for line_no, row in enumerate(csv.reader(f, delimiter=delimiter,
-                                             quoting=quoting), start=1):
-      if row:
-        yield line_no, row
+  try:
+    with open(path, encoding="utf-8-sig", newline="") as f:
+      reader = csv.reader(f, delimiter=delimiter, quoting=quoting)
+      # The line a row starts on (a quoted CSV field may hold line breaks).
+      line_no = 1
+      for row in reader:
+        if row:
+          yield line_no, row
+        line_no = reader.line_num + 1
+  except UnicodeDecodeError:
+    raise TaskDataError(utf8_error(path)) from None
+  except csv.Error as e:
+    raise TaskDataError(f"{path}:{reader.line_num}: {e}") from None
 
 
 def read_tsv_task(spec: TsvSpec, data_dir: str, split: str, task: str
@@ -181,10 +195,22 @@ def read_tsv_task(spec: TsvSpec, data_dir: str, split: str, task: str
   return examples
 
 
+def _csv_file(split: str) -> str:
+  return "train.csv" if split == "train" else "test.csv"   # dev = test
+
+
+def _imdb_root(split: str) -> str:
+  return "train" if split == "train" else "test"   # dev = test
+
+
+def _generic_file(spec: GenericSpec, split: str) -> str:
+  ext = "tsv" if spec.delimiter == "\t" else "csv"
+  return f"{split}.{ext}"
+
+
 def read_csv_task(spec: CsvSpec, data_dir: str, split: str
                   ) -> List[InputExample]:
-  path = os.path.join(data_dir, "train.csv" if split == "train" else
-                      "test.csv")
+  path = os.path.join(data_dir, _csv_file(split))
   examples = []
   for line_no, row in _read_rows(path, ",", csv.QUOTE_MINIMAL):
     label = _check_label(_column(row, 0, path, line_no, "label"), spec.labels,
@@ -207,22 +233,24 @@ def text_files(folder: str, layout: str) -> List[str]:
 
 
 def read_imdb(data_dir: str, split: str) -> List[InputExample]:
-  root = os.path.join(data_dir, "train" if split == "train" else "test")
+  root = os.path.join(data_dir, _imdb_root(split))
   examples = []
   for label in ("neg", "pos"):
     for path in text_files(os.path.join(root, label), "aclImdb layout "
                            "{train,test}/{pos,neg}/*.txt"):
       name = os.path.basename(path)
-      with open(path, encoding="utf-8") as f:
-        text = f.read().strip().replace("<br />", " ")
+      try:
+        with open(path, encoding="utf-8") as f:
+          text = f.read().strip().replace("<br />", " ")
+      except UnicodeDecodeError:
+        raise TaskDataError(utf8_error(path)) from None
       examples.append(InputExample(f"{label}/{name}", text, None, label))
   return examples
 
 
 def read_generic(spec: GenericSpec, data_dir: str, split: str
                  ) -> List[InputExample]:
-  ext = "tsv" if spec.delimiter == "\t" else "csv"
-  path = os.path.join(data_dir, f"{split}.{ext}")
+  path = os.path.join(data_dir, _generic_file(spec, split))
   quoting = csv.QUOTE_NONE if spec.delimiter == "\t" else csv.QUOTE_MINIMAL
   examples = []
   for k, (line_no, row) in enumerate(_read_rows(path, spec.delimiter,
@@ -240,12 +268,70 @@ def read_generic(spec: GenericSpec, data_dir: str, split: str
   return examples
 
 
+SPLITS = ("train", "dev", "test")
+
+
+def split_files(task: str, split: str, generic: Optional[GenericSpec] = None
+                ) -> List[str]:
+  """What reading `split` of `task` opens, relative to data_dir (files; for
+  imdb the folders of its review files), named without reading anything.
+
+  Example:
+    >>> split_files("mnli", "dev"), split_files("imdb", "test")
+    (['dev_matched.tsv'], ['test/neg', 'test/pos'])
+  """
+  task = task.lower()
+  if split not in SPLITS:
+    raise TaskDataError(f"split must be train, dev or test, got {split!r}")
+  if task in GLUE_TASKS:
+    return [GLUE_TASKS[task].files[split]]
+  if task in CSV_TASKS:
+    return [_csv_file(split)]
+  if task == "imdb":
+    return [f"{_imdb_root(split)}/{label}" for label in ("neg", "pos")]
+  if task == "generic":
+    return [_generic_file(generic or GenericSpec(), split)]
+  raise TaskDataError(f"unknown task {task!r}; known: {', '.join(TASK_NAMES)}")
+
+
+def check_split_files(data_dir: str, names: Sequence[str], split: str,
+                      needed_by: str) -> None:
+  """UsageError naming --data_dir unless each of `names` (files or folders
+  relative to it, see `split_files`) is there; `needed_by` is the flag of
+  the step that reads `split`."""
+  if not data_dir:
+    raise UsageError(f"--data_dir is required by {needed_by}")
+  if not os.path.isdir(data_dir):
+    raise UsageError(f"--data_dir={data_dir}: no such folder")
+  for name in names:
+    if not os.path.exists(os.path.join(data_dir, name)):
+      raise UsageError(f"--data_dir={data_dir}: {name} not found (needed by "
+                       f"{needed_by} for split {split!r})")
+
+
+def is_pair_task(task: str, generic: Optional[GenericSpec] = None) -> bool:
+  """Whether examples of `task` have a second text (`A <sep> B <sep> <cls>`)."""
+  task = task.lower()
+  if task in GLUE_TASKS:
+    return GLUE_TASKS[task].text_b is not None
+  if task == "generic":
+    return (generic or GenericSpec()).text_b is not None
+  return False
+
+
+def min_seq_length(task: str, generic: Optional[GenericSpec] = None) -> int:
+  """The shortest max_seq_length that keeps a token of every text:
+  `a <sep> <cls>` (3) or `a <sep> b <sep> <cls>` (5). Shorter, truncation
+  leaves nothing (or drops the second text)."""
+  return 5 if is_pair_task(task, generic) else 3
+
+
 def read_examples(task: str, data_dir: str, split: str,
                   generic: Optional[GenericSpec] = None
                   ) -> List[InputExample]:
   """Examples of `split` ('train', 'dev', 'test') of `task` in data_dir."""
   task = task.lower()
-  if split not in ("train", "dev", "test"):
+  if split not in SPLITS:
     raise TaskDataError(f"split must be train, dev or test, got {split!r}")
   if task in GLUE_TASKS:
     return read_tsv_task(GLUE_TASKS[task], data_dir, split, task)

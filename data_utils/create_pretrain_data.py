@@ -9,26 +9,33 @@ Input: text files, one sentence or paragraph per line, an empty line between
 documents (`<eop>` may end a paragraph); or, without `--from_raw_text`, lines
 of space-separated token ids. Output, under `save_dir/tfrecords/`: one
 TFRecord file per (split, task, pass) and beside it a record-info JSON with
-its record and batch counts and every setting that shaped it; readers check
-those settings against their own flags. Files appear atomically (temp file,
-then rename); a re-run skips what is already built with the same settings.
+its record and batch counts, every setting that shaped it and the sha256 of
+every input file and of the SentencePiece model; readers check those
+settings against their own flags. Files appear atomically (temp file, then
+rename; a killed run's temp files are removed by the next run). A re-run
+keeps a pass already built from the same bytes with the same settings whose
+records all read back, and builds any other again. Same inputs and seed,
+same bytes (records and record-infos).
 The record schema is documented in `data_utils/pretrain_data.py`.
 """
 
 from __future__ import annotations
 
 import glob
-import json
 import os
 from typing import List, Optional, Sequence
 
 import numpy as np
+import tensorflow as tf
+from absl import logging
 
 from data_utils import pretrain_data
-from data_utils.atomic import atomic_path, write_json
+from data_utils.atomic import atomic_path, remove_stale_temps, write_json
+from data_utils.feature_records import read_info, record_problem
+from data_utils.fingerprint import file_sha256, files_sha256
 from data_utils.pretrain_data import DataError, PretrainDataConfig
 from data_utils.progress import Progress
-from data_utils.errors import run_main
+from data_utils.errors import run_main, utf8_error
 from data_utils.tokenization import SentencePieceTokenizer
 
 RECORD_FORMAT = "xlnet-tf/pretrain/v1"
@@ -83,15 +90,15 @@ def _read_shard(path: str, tokenizer: Optional[SentencePieceTokenizer],
           line_no += 1
           progress.update()
           yield line
-    except UnicodeDecodeError as e:
-      raise DataError(f"{path}: not UTF-8 text (line {line_no + 1}, byte "
-                      f"{e.start} of the read block)") from None
+    except UnicodeDecodeError:
+      # The text layer decodes blocks ahead of the lines handed out, so
+      # line_no is not the bad line: utf8_error finds it in the bytes.
+      raise DataError(utf8_error(path)) from None
 
   return pretrain_data.lines_to_ids(lines(), encode, use_eod)
 
 
 def _serialize(example: dict) -> bytes:
-  import tensorflow as tf
   feature = {}
   for key, value in example.items():
     if value.dtype.kind == "f":
@@ -100,8 +107,9 @@ def _serialize(example: dict) -> bytes:
     else:
       feature[key] = tf.train.Feature(
           int64_list=tf.train.Int64List(value=value.tolist()))
-  return tf.train.Example(
-      features=tf.train.Features(feature=feature)).SerializeToString()
+  # deterministic: map entries in key order, so same example, same bytes
+  return tf.train.Example(features=tf.train.Features(
+      feature=feature)).SerializeToString(deterministic=True)
 
 
 def build_pass(data: np.ndarray, sent_ids: np.ndarray,
@@ -110,7 +118,6 @@ def build_pass(data: np.ndarray, sent_ids: np.ndarray,
                seed: int, info_extra: dict, max_batches: int = 0) -> dict:
   """Writes one pass's TFRecord file and record-info; returns the info.
   `max_batches` > 0 stops after that many host steps (quick experiments)."""
-  import tensorflow as tf
   rng = np.random.default_rng([seed, task, pass_id])
   name = format_name(f"{split}-{task}-{pass_id}", cfg, "tfrecords")
   path = os.path.join(tfrecord_dir, name)
@@ -119,7 +126,12 @@ def build_pass(data: np.ndarray, sent_ids: np.ndarray,
     total = min(total, max_batches)
   progress = Progress(f"pass {pass_id} batches", total=total, unit="batches")
   num_batch = 0
-  with atomic_path(path, prefix=".tmp-" + name) as tmp:
+  # No info while its records are rewritten: a run killed between the two
+  # renames must not pair new records with an old info.
+  info_path = record_info_path(tfrecord_dir, split, task, pass_id, cfg)
+  if os.path.lexists(info_path):
+    os.remove(info_path)
+  with atomic_path(path) as tmp:
     with tf.io.TFRecordWriter(tmp) as writer:
       for step in pretrain_data.host_steps(data, sent_ids, cfg, is_start,
                                            rng):
@@ -139,8 +151,43 @@ def build_pass(data: np.ndarray, sent_ids: np.ndarray,
               num_batch=num_batch, num_example=num_batch * cfg.bsz_per_host,
               split=split, task=task, pass_id=pass_id, seed=seed,
               config=cfg.to_dict())
-  write_json(record_info_path(tfrecord_dir, split, task, pass_id, cfg), info)
+  write_json(info_path, info)
   return info
+
+
+# Where the files are does not matter, only what they hold.
+_PATH_KEYS = ("sp_path", "input_files")
+
+
+def _already_built(info_path: str, info_extra: dict, seed: int,
+                   cfg: PretrainDataConfig) -> bool:
+  """Whether the pass of `info_path` was built from the same bytes with the
+  same settings and its records all read back (else it is built again)."""
+  old = read_info(info_path)
+  if old is None:
+    return False
+  same = all(old.get(k) == v for k, v in info_extra.items()
+             if k not in _PATH_KEYS)
+  if not (same and old.get("seed") == seed
+          and old.get("config") == cfg.to_dict()):
+    logging.info("%s: inputs or settings changed; building it again",
+                 info_path)
+    return False
+  names = old.get("filenames")
+  if not isinstance(names, list) or len(names) != 1:
+    return False
+  path = os.path.join(os.path.dirname(info_path), str(names[0]))
+  if not os.path.exists(path):
+    return False
+  count = old.get("num_example")
+  problem = record_problem(path, count) if isinstance(count, int) else \
+      "its record-info has no num_example"
+  if problem:
+    logging.warning("%s: %s; building it again", path, problem)
+    return False
+  logging.info("%s: already built from these inputs with these settings, "
+               "kept", info_path)
+  return True
 
 
 def create_pretrain_data(input_paths: Sequence[str], cfg: PretrainDataConfig,
@@ -169,8 +216,8 @@ def create_pretrain_data(input_paths: Sequence[str], cfg: PretrainDataConfig,
 
   tfrecord_dir = os.path.join(save_dir, "tfrecords")
   os.makedirs(tfrecord_dir, exist_ok=True)
-  for stale in glob.glob(os.path.join(tfrecord_dir, f".tmp-{split}-{task}-*")):
-    os.remove(stale)  # left by an interrupted run of this task
+  for stale in remove_stale_temps(tfrecord_dir):
+    logging.info("removed %s (left by an interrupted run)", stale)
 
   my_paths = sorted(input_paths)[task::num_task]
   if not my_paths:
@@ -180,22 +227,14 @@ def create_pretrain_data(input_paths: Sequence[str], cfg: PretrainDataConfig,
                 "vocab_size": vocab.vocab_size,
                 "from_raw_text": from_raw_text, "num_task": num_task,
                 "input_files": [os.path.abspath(p) for p in my_paths],
-                "max_batches": max_batches}
+                "max_batches": max_batches,
+                # content, so an edited corpus or model is built again
+                "input_sha256": files_sha256(my_paths),
+                "sp_sha256": file_sha256(sp_path)}
 
-  wanted = []
-  for pass_id in pass_ids:
-    path = record_info_path(tfrecord_dir, split, task, pass_id, cfg)
-    if os.path.exists(path):
-      with open(path) as f:
-        old = json.load(f)
-      same = all(old.get(k) == v for k, v in info_extra.items())
-      if (same and old.get("seed") == seed and old.get("config") == cfg.to_dict()
-          and all(os.path.exists(os.path.join(tfrecord_dir, n))
-                  for n in old.get("filenames", []))):
-        from absl import logging
-        logging.info("%s: already built with these settings, kept", path)
-        continue
-    wanted.append(pass_id)
+  wanted = [pass_id for pass_id in pass_ids if not _already_built(
+      record_info_path(tfrecord_dir, split, task, pass_id, cfg), info_extra,
+      seed, cfg)]
   infos = []
   if not wanted:
     return infos
@@ -224,7 +263,7 @@ def create_pretrain_data(input_paths: Sequence[str], cfg: PretrainDataConfig,
 
 def main(argv):
   del argv
-  from absl import flags, logging
+  from absl import flags
   f = flags.FLAGS
   cfg = PretrainDataConfig(
       seq_len=f.seq_len, reuse_len=f.reuse_len, bsz_per_host=f.bsz_per_host,

@@ -1,11 +1,16 @@
 """Cached classification features as TFRecords, and their tf.data reader.
 
-A feature file is keyed by every setting that shapes it (task, split, data
-files, SentencePiece model, max_seq_length, casing, labels, passes, padding
-to the batch size): a changed setting builds a new file, an unchanged one is
-reused unless `overwrite`. Files appear atomically. Eval/predict files are
-padded to a multiple of the batch size with `is_real_example = 0` rows, as
-the original does for TPUs (fixed shapes); metrics ignore them.
+A feature file is named by every setting that shapes it (task, split,
+max_seq_length, casing, labels, passes, padding to the batch size) and its
+info file holds, besides those settings, the content fingerprints of its
+inputs (the parsed examples, the SentencePiece model's bytes; see
+`data_utils.fingerprint`). It is reused only when both match and its records
+read back whole (every CRC, the recorded count); otherwise, or with
+`overwrite`, it is built again in place. Files appear atomically and the
+stale temp files of a killed build are removed on the next build. Same
+inputs and seed, same bytes. Eval/predict files are padded to a multiple of
+the batch size with `is_real_example = 0` rows, as the original does for TPUs
+(fixed shapes); metrics ignore them.
 
 Record: input_ids, segment_ids [n] int64; input_mask [n] float (1 = pad);
 label int64 (class id) or float (score); is_real_example int64. n is the
@@ -17,20 +22,18 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from typing import Callable, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
+from absl import logging
 
-from data_utils.atomic import atomic_path, write_json
+from data_utils.atomic import atomic_path, remove_stale_temps, write_json
+from data_utils.fingerprint import file_sha256, items_sha256
 from data_utils.progress import Progress
 
 FORMAT = "xlnet-tf/classifier/v1"
-
-
-def _file_stamp(path: str) -> list:
-  st = os.stat(path)
-  return [os.path.abspath(path), st.st_size, int(st.st_mtime)]
 
 
 def feature_file(output_dir: str, settings: dict) -> str:
@@ -40,35 +43,139 @@ def feature_file(output_dir: str, settings: dict) -> str:
                       f"len-{settings['record_length']}.{key[:12]}.tf_record")
 
 
-def reusable_info(path: str, settings: dict) -> Optional[dict]:
-  """The info of a feature file built with exactly `settings` (plus its
-  `path`), or None when it is missing or was built otherwise."""
-  info_path = path + ".json"
-  if not (os.path.exists(path) and os.path.exists(info_path)):
+_RECORD_ERROR = re.compile(r"(corrupted|truncated) record at (\d+)")
+
+
+def _tf_text(e) -> str:
+  # TF's message without its "{{function_node ...}}" prefix and
+  # "[Op:...]" suffix, on one line.
+  text = re.sub(r"\{\{function_node [^}]*\}\}", "", str(e.message))
+  return " ".join(text.split(" [Op:")[0].split())
+
+
+def count_records(path: str) -> int:
+  """The number of records in a TFRecord file, reading every one (length
+  and data CRCs are checked); raises TF's DataLossError on a bad record.
+  Batched so the per-record cost vanishes: ~1 GB/s from the page cache on
+  the 2-core machine (unbatched 80 MB/s, eager iteration 55 MB/s; measured
+  on 339 MB of pretraining records)."""
+  ds = tf.data.TFRecordDataset(path, buffer_size=1 << 22).batch(1024)
+  return int(ds.reduce(np.int64(0), lambda n, batch: n + tf.cast(
+      tf.shape(batch)[0], tf.int64)))
+
+
+def record_problem(path: str, expected: Optional[int] = None
+                   ) -> Optional[str]:
+  """What is wrong with a TFRecord file, or None when every record reads
+  back (and there are `expected` of them): `corrupted record at offset N`,
+  `truncated record at offset N` (N as TensorFlow gives it), `N records,
+  expected M`, or the read error."""
+  try:
+    n = count_records(path)
+  except tf.errors.DataLossError as e:
+    match = _RECORD_ERROR.search(str(e.message))
+    if match:
+      return f"{match.group(1)} record at offset {match.group(2)}"
+    return f"unreadable records ({_tf_text(e)})"
+  except tf.errors.OpError as e:  # vanished or unreadable
+    return _tf_text(e)
+  if expected is not None and n != expected:
+    return f"{n} records, expected {expected} (cut short?)"
+  return None
+
+
+def read_info(info_path: str) -> Optional[dict]:
+  """A cache's JSON info, or None (with a warning) when it is unreadable,
+  cut short or not an object: such a cache is built again."""
+  try:
+    with open(info_path, encoding="utf-8") as f:
+      info = json.load(f)
+  except FileNotFoundError:
     return None
-  with open(info_path) as f:
-    info = json.load(f)
-  return dict(info, path=path) if info.get("settings") == settings else None
+  except (OSError, ValueError) as e:  # JSONDecodeError, UnicodeDecodeError
+    logging.warning("%s: unreadable cache info (%s); building the cache "
+                    "again", info_path, " ".join(str(e).split()))
+    return None
+  if not isinstance(info, dict):
+    logging.warning("%s: cache info is not a JSON object; building the "
+                    "cache again", info_path)
+    return None
+  return info
+
+
+def reusable_info(path: str, settings: dict, inputs: Optional[dict] = None,
+                  count_key: str = "num_records") -> Optional[dict]:
+  """The info of a cache file built with exactly `settings` from inputs
+  with the fingerprints `inputs`, whose records all read back (the number
+  in its info's `count_key`), plus its `path`; None when it must be built
+  (missing, other settings or inputs, corrupt: the reason is logged)."""
+  if not os.path.exists(path):
+    return None
+  info = read_info(path + ".json")
+  if info is None or info.get("settings") != settings:
+    return None
+  if info.get("inputs") != (inputs or {}):
+    logging.info("%s: its inputs changed since it was built; building it "
+                 "again", path)
+    return None
+  count = info.get(count_key)
+  problem = record_problem(path, count) if isinstance(count, int) else \
+      f"its info has no {count_key}"
+  if problem:
+    logging.warning("%s: %s; building it again", path, problem)
+    return None
+  return dict(info, path=path)
+
+
+def forget_info(info_path: str) -> None:
+  """Removes a cache's info before its records are rewritten: records
+  without an info are never reused, so a build killed between the two
+  renames cannot pair new records with an old info."""
+  if os.path.lexists(info_path):
+    os.remove(info_path)
+
+
+def prepare_cache_dir(output_dir: str) -> None:
+  """Makes `output_dir` and removes the temp files that killed builds of
+  ours left there."""
+  os.makedirs(output_dir, exist_ok=True)
+  for stale in remove_stale_temps(output_dir):
+    logging.info("removed %s (left by an interrupted build)", stale)
+
+
+def input_fingerprints(examples: Sequence,
+                       input_files: Optional[dict] = None) -> dict:
+  """`{"examples_sha256": ..., "<name>_sha256": ...}`: the content
+  fingerprints of the parsed examples and of each named file
+  (`input_files`: name -> path) that featurizing reads."""
+  inputs = {f"{name}_sha256": file_sha256(p)
+            for name, p in (input_files or {}).items()}
+  inputs["examples_sha256"] = items_sha256(examples)
+  return inputs
 
 
 def build_features(examples: Sequence, featurize: Callable[[object], dict],
                    record_length: int, regression: bool, output_dir: str,
                    settings: dict, pad_to_multiple: int = 1,
                    num_passes: int = 1, overwrite: bool = False,
-                   seed: int = 0) -> dict:
+                   seed: int = 0, input_files: Optional[dict] = None) -> dict:
   """Writes (or reuses) the feature file of `featurize(example)` dicts
   (`input_ids`, `segment_ids`, `input_mask` of `record_length`, `label`);
   returns its info dict (`path`, `num_examples` real, `num_records`).
-  `settings` must name everything else that shapes the features."""
+  `settings` must name everything else that shapes the features;
+  `input_files` (name -> path, e.g. `{"spiece": model_path}`) the files
+  featurize reads: they and the examples key the cache by content."""
   settings = dict(settings, format=FORMAT, record_length=record_length,
                   regression=regression, pad_to_multiple=pad_to_multiple,
                   num_passes=num_passes, seed=seed)
-  os.makedirs(output_dir, exist_ok=True)
+  inputs = input_fingerprints(examples, input_files)
+  prepare_cache_dir(output_dir)
   path = feature_file(output_dir, settings)
   info_path = path + ".json"
-  info = None if overwrite else reusable_info(path, settings)
+  info = None if overwrite else reusable_info(path, settings, inputs)
   if info is not None:
     return info
+  forget_info(info_path)
 
   order = list(range(len(examples))) * num_passes
   if num_passes > 1:  # the original repeats (and shuffles) training data
@@ -95,7 +202,7 @@ def build_features(examples: Sequence, featurize: Callable[[object], dict],
             del cache[k]
         writer.write(_serialize(feats, regression))
   progress.finish()
-  info = {"settings": settings, "num_examples": n_real,
+  info = {"settings": settings, "inputs": inputs, "num_examples": n_real,
           "num_records": n_real + pad}
   write_json(info_path, info)
   return dict(info, path=path)
@@ -115,8 +222,9 @@ def _serialize(feats: dict, regression: bool) -> bytes:
           [feats["label"]]),
       "is_real_example": ints([feats["real"]]),
   }
+  # deterministic: map entries in key order, so same features, same bytes
   return tf.train.Example(features=tf.train.Features(
-      feature=feature)).SerializeToString()
+      feature=feature)).SerializeToString(deterministic=True)
 
 
 def classifier_dataset(path: str, record_length: int, batch_size: int,

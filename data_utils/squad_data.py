@@ -62,7 +62,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 from absl import logging
 
 from data_utils.atomic import atomic_path, write_json
-from data_utils.errors import UsageError, UserError
+from data_utils.errors import UsageError, UserError, utf8_error
 from data_utils.progress import Progress
 from data_utils.tokenization import (CLS_ID, SEP_ID, SPIECE_UNDERLINE,
                                      UNK_ID, preprocess_text)
@@ -124,7 +124,7 @@ def read_squad(path: str, is_training: bool = False) -> SquadData:
     raise SquadDataError(f"{path}: not valid JSON ({e.msg}, line "
                          f"{e.lineno})") from None
   except UnicodeDecodeError:
-    raise SquadDataError(f"{path}: not UTF-8 text") from None
+    raise SquadDataError(utf8_error(path)) from None
   if not isinstance(raw, dict) or not isinstance(raw.get("data"), list):
     raise SquadDataError(f"{path}: expected a JSON object with a 'data' list "
                          "of articles (the SQuAD layout)")
@@ -132,6 +132,8 @@ def read_squad(path: str, is_training: bool = False) -> SquadData:
   labeled = True
   v2 = str(raw.get("version", "")).lstrip("v").startswith("2")
   n_paragraph = 0
+  seen_ids = set()
+  mismatched: List[str] = []   # ids of answers not found at answer_start
   for a, article in enumerate(raw["data"]):
     _require(isinstance(article, dict) and
              isinstance(article.get("paragraphs"), list), path,
@@ -148,6 +150,10 @@ def read_squad(path: str, is_training: bool = False) -> SquadData:
         for key, kind in (("id", str), ("question", str), ("answers", list)):
           _require(isinstance(qa.get(key), kind), path, qwhere,
                    f"missing or bad '{key}' (expected {kind.__name__})")
+        # Predictions and metrics are keyed by id: a repeat would be lost.
+        _require(qa["id"] not in seen_ids, path, qwhere,
+                 f"duplicate question id {qa['id']!r} (ids must be unique)")
+        seen_ids.add(qa["id"])
         qwhere = f"question {qa['id']}"
         texts, starts = [], []
         for answer in qa["answers"]:
@@ -159,6 +165,8 @@ def read_squad(path: str, is_training: bool = False) -> SquadData:
           _require(0 <= start and start + len(text) <= len(context), path,
                    qwhere, f"answer_start {start} + {len(text)} characters "
                    f"is outside its context ({len(context)} characters)")
+          if context[start:start + len(text)] != text:
+            mismatched.append(qa["id"])
           texts.append(text)
           starts.append(start)
         if "is_impossible" in qa:
@@ -178,6 +186,13 @@ def read_squad(path: str, is_training: bool = False) -> SquadData:
       n_paragraph += 1
   if is_training and not examples:
     raise SquadDataError(f"{path}: no question")
+  if mismatched:
+    # Training positions come from answer_start: a shifted offset trains on
+    # the wrong span. Counted, not fatal: the text still scores predictions.
+    first = list(dict.fromkeys(mismatched))[:3]
+    logging.warning("%s: %d answers do not match the context at "
+                    "answer_start (first: %s)", path, len(mismatched),
+                    ", ".join(first))
   return SquadData(path, "2.0" if v2 else "1.1", examples, labeled)
 
 
@@ -439,13 +454,18 @@ class FeatureSettings:
   split_digits: bool = True
 
   def validate(self) -> None:
-    if self.max_query_length < 1 or self.doc_stride < 1:
-      raise UsageError(f"max_query_length ({self.max_query_length}) and "
-                       f"doc_stride ({self.doc_stride}) must be positive")
-    if self.max_seq_length < self.max_query_length + 4:
-      raise UsageError(f"max_seq_length ({self.max_seq_length}) must leave "
-                       "room for the question (max_query_length "
-                       f"{self.max_query_length}), 3 symbols and a piece")
+    """UsageError naming the flags when no window could hold a question
+    and a paragraph piece."""
+    for flag in ("max_query_length", "doc_stride"):
+      if getattr(self, flag) < 1:
+        raise UsageError(f"--{flag}={getattr(self, flag)}: must be at "
+                         "least 1")
+    least = self.max_query_length + 4
+    if self.max_seq_length < least:
+      raise UsageError(
+          f"--max_seq_length={self.max_seq_length}: must be at least "
+          f"{least} with --max_query_length={self.max_query_length} (the "
+          "question, <sep> <sep> <cls> and one paragraph piece)")
 
 
 @dataclasses.dataclass
@@ -751,11 +771,6 @@ def feature_file(output_dir: str, settings: dict) -> str:
                       f"{settings['max_seq_length']}.{key[:12]}.tf_record")
 
 
-def file_stamp(path: str) -> list:
-  st = os.stat(path)
-  return [os.path.abspath(path), st.st_size, int(st.st_mtime)]
-
-
 def _serialize(feature: SquadFeature, max_seq_length: int) -> bytes:
   import tensorflow as tf
 
@@ -784,8 +799,9 @@ def _serialize(feature: SquadFeature, max_seq_length: int) -> bytes:
       "token_is_max_context": ints([int(x) for x in
                                     feature.token_is_max_context]),
   }
+  # deterministic: map entries in key order, so same features, same bytes
   return tf.train.Example(features=tf.train.Features(
-      feature=record)).SerializeToString()
+      feature=record)).SerializeToString(deterministic=True)
 
 
 def write_records(path: str, features: Iterable[SquadFeature],
@@ -807,19 +823,23 @@ def cached_features(data: SquadData, tokenizer, settings: FeatureSettings,
                     seed: int = 0) -> dict:
   """Builds (or reuses) the record file of `data`; returns its info
   (`path`, `num_features`, `num_examples`, `stats`, `settings`). Training
-  records are shuffled (seeded) so a small shuffle buffer suffices."""
+  records are shuffled (seeded) so a small shuffle buffer suffices. Keyed
+  by content: the examples and the SentencePiece model's bytes (see
+  `feature_records.reusable_info`), plus every setting."""
+  from data_utils import feature_records as fr  # TensorFlow, when needed
   key = dict(dataclasses.asdict(settings), format=FORMAT, split=split,
-             source=file_stamp(data.path),
-             spiece=os.path.abspath(tokenizer.model_path),
              is_training=is_training, seed=seed if is_training else None)
-  os.makedirs(output_dir, exist_ok=True)
+  inputs = fr.input_fingerprints(data.examples,
+                                 {"spiece": tokenizer.model_path})
+  fr.prepare_cache_dir(output_dir)
   path = feature_file(output_dir, key)
   info_path = path + ".json"
-  from data_utils.feature_records import reusable_info
-  info = None if overwrite else reusable_info(path, key)
+  info = None if overwrite else fr.reusable_info(path, key, inputs,
+                                                 "num_features")
   if info is not None:
     logging.info("reusing %s (%d features)", path, info["num_features"])
     return info
+  fr.forget_info(info_path)
   features, stats = convert_examples(
       data.examples, tokenizer, settings, is_training, num_proc,
       what=f"squad {split} features")
@@ -827,7 +847,7 @@ def cached_features(data: SquadData, tokenizer, settings: FeatureSettings,
     import random
     random.Random(seed).shuffle(features)
   write_records(path, features, settings.max_seq_length)
-  info = {"settings": key, "num_features": len(features),
+  info = {"settings": key, "inputs": inputs, "num_features": len(features),
           "num_examples": len(data.examples),
           "stats": dataclasses.asdict(stats)}
   write_json(info_path, info)

@@ -17,7 +17,7 @@ import tempfile
 
 import sentencepiece as spm
 
-from data_utils.errors import UsageError, UserError, run_main
+from data_utils.errors import UsageError, UserError, run_main, text_problem
 from data_utils.tokenization import SentencePieceTokenizer
 
 CONTROL = ["<cls>", "<sep>", "<pad>", "<mask>", "<eod>"]
@@ -30,6 +30,11 @@ def train_spiece(input_path: str, model_prefix: str, vocab_size: int = 8000,
   """Trains and returns the path of `<model_prefix>.model`."""
   if not os.path.isfile(input_path):
     raise UsageError(f"{input_path}: no such input file")
+  # SentencePiece trains on binary or mis-encoded input without a word:
+  # refuse it before the long work.
+  problem = text_problem(input_path, reject_nul=True)
+  if problem:
+    raise UserError(problem)
   directory = os.path.dirname(os.path.abspath(model_prefix))
   os.makedirs(directory, exist_ok=True)
   tmp = tempfile.mkdtemp(dir=directory, prefix=".tmp-spiece-")

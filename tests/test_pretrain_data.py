@@ -11,6 +11,7 @@ import pytest
 import tensorflow as tf
 
 from data_utils import pretrain_data as pd
+from data_utils.atomic import temp_prefix
 from data_utils.create_pretrain_data import create_pretrain_data
 from data_utils.pretrain_reader import (expand_example, load_record_infos,
                                         pretrain_dataset)
@@ -247,8 +248,11 @@ def test_determinism_and_rerun_keeps_files(built, tmp_path):
   with open(a, "rb") as f, open(p1, "rb") as g:
     assert f.read() != g.read()
   # a re-run with the same settings keeps what is built; a stale temp file
-  # of an interrupted run is removed
-  stale = os.path.join(tmp_path, "a", "tfrecords", ".tmp-train-0-0.junk")
+  # of an interrupted run (a writer that is gone) is removed
+  gone = subprocess.Popen(["true"])
+  gone.wait()
+  stale = os.path.join(tmp_path, "a", "tfrecords", temp_prefix().replace(
+      f"-{os.getpid()}-", f"-{gone.pid}-") + "junk")
   open(stale, "w").close()
   mtime = os.path.getmtime(b)
   assert create_pretrain_data([built["corpus"]], CFG, str(tmp_path / "a"),

@@ -753,5 +753,6 @@ def test_run_squad_end_to_end(shared, dev_path, tmp_path):
                                  "--do_predict"],
                        cwd=ROOT, capture_output=True, text=True, timeout=600)
   assert res.returncode == 2
-  assert res.stderr.strip().splitlines()[-1] == \
-      f"run_squad: {tmp_path}/nope.json: no such file"
+  assert res.stderr.strip().splitlines()[-1] == (
+      f"run_squad: --predict_file={tmp_path}/nope.json: no such file (needed "
+      "by --do_predict)")

@@ -100,7 +100,11 @@ def define_finetune_flags(defaults: dict) -> None:
   flags.DEFINE_integer("shuffle_buffer", 2048, "Training shuffle buffer.")
   flags.DEFINE_integer("num_passes", 1, "Repeat the training data.")
   flags.DEFINE_bool("uncased", False, "Lower-case the text.")
-  flags.DEFINE_integer("seed", 0, "Shuffling seed.")
+  flags.DEFINE_integer("seed", 0,
+                       "Seeds the new weights (the task head, and the whole "
+                       "model without --init_checkpoint), dropout and the "
+                       "training-data shuffling: the same command gives the "
+                       "same run.")
 
 
 def finetune_options(f, options_cls, **extra):
@@ -122,7 +126,7 @@ def finetune_options(f, options_cls, **extra):
           decay_method=f.decay_method,
           lr_layer_decay_rate=f.lr_layer_decay_rate,
           grad_accum_steps=f.grad_accum_steps, jit_compile=f.jit_compile,
-          freeze_layers=f.freeze_layers),
+          freeze_layers=f.freeze_layers, seed=f.seed),
       task_name=f.task_name, data_dir=f.data_dir, output_dir=f.output_dir,
       spiece_model_file=f.spiece_model_file, max_seq_length=f.max_seq_length,
       summary_type=f.summary_type, use_summ_proj=f.use_summ_proj,

@@ -13,7 +13,7 @@ import os
 from typing import Any, Optional
 
 from data_utils.atomic import write_json
-from data_utils.errors import UserError
+from data_utils.errors import UserError, utf8_error
 
 
 class ConfigError(UserError):
@@ -24,6 +24,15 @@ class ConfigError(UserError):
 # 'gelu_new'); 'gelu_exact' is the erf form, which HuggingFace calls 'gelu' and
 # its released XLNet configs name, so their weights run as HF runs them.
 _ACTIVATIONS = ("relu", "gelu", "gelu_exact")
+
+
+# The largest vocabulary a config may declare. Token ids are int32 (2**31 - 1
+# is the hard limit), but the word embedding `[n_token, d_model]` is also the
+# LM head's softmax and carries two Adam slots: at 2**24 rows even d_model=128
+# is 8 GiB of table and 24 GiB with its slots, more than one accelerator
+# holds, while the largest SentencePiece vocabularies in use have ~2.5e5
+# pieces. A larger value is a typo, not a model.
+MAX_N_TOKEN = 2 ** 24
 
 
 def _check(cond: bool, msg: str):
@@ -59,6 +68,9 @@ class XLNetConfig:
   n_token: int
   ff_activation: str = "gelu"
   untie_r: bool = True
+  # The file it was read from (for messages); not part of the config.
+  path: Optional[str] = dataclasses.field(default=None, compare=False,
+                                          repr=False)
 
   KEYS = ("d_head", "d_inner", "d_model", "ff_activation", "n_head", "n_layer",
           "n_token", "untie_r")
@@ -68,6 +80,9 @@ class XLNetConfig:
       value = getattr(self, key)
       _check(_is_int(value) and value > 0,
              f"XLNetConfig: '{key}' must be a positive integer, got {value!r}")
+    _check(self.n_token <= MAX_N_TOKEN,
+           f"XLNetConfig: 'n_token' must be at most {MAX_N_TOKEN} (2**24), "
+           f"got {self.n_token}")
     _check(self.ff_activation in _ACTIVATIONS,
            f"XLNetConfig: 'ff_activation' must be one of {_ACTIVATIONS}, "
            f"got {self.ff_activation!r}")
@@ -91,12 +106,14 @@ class XLNetConfig:
     if not os.path.isfile(path):
       raise ConfigError(f"{path}: no such config file")
     try:
-      with open(path) as f:
+      with open(path, encoding="utf-8") as f:
         data = json.load(f)
     except json.JSONDecodeError as e:
       raise ConfigError(f"{path}: not valid JSON ({e.msg} at line {e.lineno} "
                         f"column {e.colno})") from None
-    return cls.from_dict(data, source=path)
+    except UnicodeDecodeError:
+      raise ConfigError(utf8_error(path)) from None
+    return dataclasses.replace(cls.from_dict(data, source=path), path=path)
 
   def to_dict(self) -> dict:
     return {k: getattr(self, k) for k in self.KEYS}
@@ -104,6 +121,25 @@ class XLNetConfig:
   def to_json(self, path: str) -> None:
     """Writes the original layout (sorted keys, indent 4), atomically."""
     write_json_atomic(path, self.to_dict())
+
+
+def check_vocab(config: XLNetConfig, vocab_size: int, spiece_path: str
+                ) -> None:
+  """ConfigError unless `config` embeds every id of a `vocab_size`-piece
+  SentencePiece model (a smaller n_token fails mid-run on the first larger
+  id). Names the config file when `config` was read from one.
+
+  Example:
+    >>> check_vocab(XLNetConfig(1, 8, 1, 8, 8, n_token=100), 120, "sp.model")
+    Traceback (most recent call last):
+    ...
+    xlnet_tf.config.ConfigError: model config: n_token 100 is smaller than the vocabulary of --spiece_model_file=sp.model (120 pieces)
+  """
+  where = (f"--model_config_path={config.path}" if config.path
+           else "model config")
+  _check(config.n_token >= vocab_size,
+         f"{where}: n_token {config.n_token} is smaller than the vocabulary "
+         f"of --spiece_model_file={spiece_path} ({vocab_size} pieces)")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -90,10 +90,8 @@ def _detect_format(path: str) -> str:
 
 
 def _original_names(path: str) -> dict:
-  import tensorflow as tf
   from xlnet_tf import checkpoint
-  prefix = checkpoint.resolve_checkpoint(path)
-  return tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
+  return checkpoint.open_checkpoint(path)[1].get_variable_to_shape_map()
 
 
 def _scopes(names, kind: str) -> List[str]:

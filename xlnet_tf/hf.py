@@ -54,7 +54,7 @@ import tensorflow as tf
 from absl import logging
 
 from xlnet_tf.building import build_once
-from xlnet_tf.checkpoint import CheckpointError, LoadReport
+from xlnet_tf.checkpoint import DAMAGED, CheckpointError, LoadReport
 from xlnet_tf.config import ConfigError, RunOptions, XLNetConfig
 from xlnet_tf.encoder import XLNetModel
 from xlnet_tf.layers.layer_norm import LAYER_NORM_EPSILON
@@ -485,16 +485,62 @@ def read_hf_config(directory: str) -> dict:
   if not os.path.isfile(path):
     raise CheckpointError(f"{directory}: no {HF_CONFIG}")
   try:
-    with open(path) as f:
-      return json.load(f)
+    with open(path, "rb") as f:
+      return json.loads(f.read().decode("utf-8"))
   except json.JSONDecodeError as e:
     raise ConfigError(f"{path}: not valid JSON ({e.msg} at line {e.lineno})"
                       ) from None
+  except UnicodeDecodeError as e:  # a damaged file, or not JSON at all
+    raise ConfigError(f"{path}: not valid JSON (not UTF-8 text: byte "
+                      f"{e.start})") from None
 
 
 _RAW_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8",
                "I32": "<i4", "I16": "<i2", "I8": "i1", "U8": "u1",
                "BOOL": "?"}
+
+
+# safetensors' own limit on the JSON header.
+_MAX_HEADER = 100_000_000
+
+
+def _safetensors_problem(path: str) -> Optional[str]:
+  """What is wrong with a safetensors file's framing (8-byte little-endian
+  header size, JSON header giving each tensor's data_offsets, then the data
+  up to the last offset, nothing after), or None. Reads the header only.
+  The format has no checksums: changed bytes inside tensor data cannot be
+  detected."""
+  name = os.path.basename(path)
+  size = os.path.getsize(path)
+  if size == 0:
+    return f"{name} is empty"
+  if size < 8:
+    return f"{name} is truncated ({size} bytes, not even its header size)"
+  with open(path, "rb") as f:
+    (length,) = struct.unpack("<Q", f.read(8))
+    if length > _MAX_HEADER:
+      return (f"{name} is not a safetensors file (its first 8 bytes give a "
+              f"header of {length} bytes)")
+    if length > size - 8:
+      return (f"{name} is truncated ({size} bytes; its header needs "
+              f"{8 + length})")
+    raw = f.read(length)
+  try:
+    header = json.loads(raw.decode("utf-8"))
+  except ValueError as e:  # JSONDecodeError and UnicodeDecodeError
+    return f"{name} has a damaged header (not valid JSON: {e})"
+  try:
+    end = max((int(meta["data_offsets"][1]) for key, meta in header.items()
+               if key != "__metadata__"), default=0)
+  except (AttributeError, TypeError, KeyError, IndexError, ValueError):
+    return f"{name} has a damaged header (a tensor without data_offsets)"
+  expected = 8 + length + end
+  if size < expected:
+    return f"{name} is truncated ({size} of {expected} bytes)"
+  if size > expected:
+    return (f"{name} has {size - expected} bytes after its last tensor "
+            f"({size} bytes, its header describes {expected})")
+  return None
 
 
 def _read_safetensors_raw(path: str) -> Dict[str, np.ndarray]:
@@ -519,12 +565,22 @@ def _read_safetensors_raw(path: str) -> Dict[str, np.ndarray]:
     else:
       raise CheckpointError(f"{path}: {name} has dtype {meta['dtype']}, "
                             "which cannot be read")
-    tensors[name] = value.reshape(meta["shape"]).copy()
+    try:
+      tensors[name] = value.reshape(meta["shape"]).copy()
+    except ValueError:
+      raise CheckpointError(
+          f"{path}: {DAMAGED}: {name} has {value.size} values, its shape "
+          f"{meta['shape']} needs {int(np.prod(meta['shape']))}") from None
   return tensors
 
 
-def _read_safetensors(path: str) -> Dict[str, np.ndarray]:
+def _read_safetensors(path: str, label: str) -> Dict[str, np.ndarray]:
+  """One safetensors file; damage raises a one-line `CheckpointError`
+  starting with `label` and naming the file."""
   from safetensors.numpy import load_file
+  problem = _safetensors_problem(path)
+  if problem:
+    raise CheckpointError(f"{label}: {DAMAGED}: {problem}")
   try:
     return load_file(path)
   except TypeError:  # a dtype NumPy lacks (bfloat16)
@@ -534,27 +590,56 @@ def _read_safetensors(path: str) -> Dict[str, np.ndarray]:
                           ) from None
 
 
-def read_hf_tensors(directory: str) -> Dict[str, np.ndarray]:
-  """Every tensor of an HF directory by its HF name (shards merged; legacy
-  LayerNorm names gamma/beta read as weight/bias)."""
+def _weight_files(directory: str, label: str) -> List[str]:
+  """The safetensors files of an HF directory (one, or the shards its index
+  lists); a missing shard or a damaged index raises `CheckpointError`."""
   single = os.path.join(directory, HF_WEIGHTS)
   index = os.path.join(directory, HF_INDEX)
   if os.path.isfile(single):
-    files = [single]
-  elif os.path.isfile(index):
-    with open(index) as f:
-      shards = sorted(set(json.load(f)["weight_map"].values()))
-    files = [os.path.join(directory, s) for s in shards]
-  elif os.path.isfile(os.path.join(directory, "pytorch_model.bin")):
+    return [single]
+  if os.path.isfile(index):
+    try:
+      with open(index, "rb") as f:
+        weight_map = json.loads(f.read().decode("utf-8"))["weight_map"]
+      shards = sorted(set(weight_map.values()))
+    except ValueError as e:  # JSONDecodeError and UnicodeDecodeError
+      raise CheckpointError(f"{label}: {DAMAGED}: {HF_INDEX} is not valid "
+                            f"JSON ({e})") from None
+    except (KeyError, TypeError, AttributeError):
+      raise CheckpointError(f"{label}: {DAMAGED}: {HF_INDEX} has no "
+                            "weight_map of tensor -> file") from None
+    for shard in shards:
+      if not os.path.isfile(os.path.join(directory, str(shard))):
+        raise CheckpointError(f"{label}: {DAMAGED}: {shard} is missing "
+                              f"(listed in {HF_INDEX})")
+    return [os.path.join(directory, s) for s in shards]
+  if os.path.isfile(os.path.join(directory, "pytorch_model.bin")):
     raise CheckpointError(
-        f"{directory}: holds pytorch_model.bin only; this project reads "
+        f"{label}: holds pytorch_model.bin only; this project reads "
         f"safetensors (re-save with transformers: "
         "model.save_pretrained(dir, safe_serialization=True))")
-  else:
-    raise CheckpointError(f"{directory}: no {HF_WEIGHTS}")
+  raise CheckpointError(f"{label}: no {HF_WEIGHTS}")
+
+
+def check_hf_directory(directory: str, label: Optional[str] = None) -> None:
+  """The cheap check of an HF directory about to be loaded: config.json
+  parses, every weight file is there and its header and size agree. Errors
+  are one line starting with `label` (default: the directory)."""
+  read_hf_config(directory)
+  label = label or directory
+  for path in _weight_files(directory, label):
+    problem = _safetensors_problem(path)
+    if problem:
+      raise CheckpointError(f"{label}: {DAMAGED}: {problem}")
+
+
+def read_hf_tensors(directory: str) -> Dict[str, np.ndarray]:
+  """Every tensor of an HF directory by its HF name (shards merged; legacy
+  LayerNorm names gamma/beta read as weight/bias). A missing or damaged
+  file raises a one-line `CheckpointError` naming it."""
   tensors: Dict[str, np.ndarray] = {}
-  for path in files:
-    for name, value in _read_safetensors(path).items():
+  for path in _weight_files(directory, directory):
+    for name, value in _read_safetensors(path, directory).items():
       name = re.sub(r"\.gamma$", ".weight", re.sub(r"\.beta$", ".bias", name))
       tensors[name] = value
   return tensors

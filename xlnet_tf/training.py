@@ -5,7 +5,11 @@ global-norm clipping after the cross-replica all-reduce), state carried from ste
 replica (XLNet's memory), TensorBoard summaries (loss, learning rate,
 gradient norm, tokens/s), checkpoints every `save_steps` and exact
 resumption of step, optimizer state and input position, dynamic loss scaling
-for float16 models, and multi-worker runs where only the chief writes.
+for float16 models, and multi-worker runs where only the chief writes. It
+seeds the weights and dropout from `TrainOptions.seed`, stops at a step
+whose loss is not finite (saving nothing of it), and turns a full disk
+while saving into one line (the last complete checkpoint stays usable; what
+an interrupted save left is removed on the next run).
 
 A task supplies the model, its loss and its carried state (`TrainTask`); the
 input comes from a function of the `tf.distribute.InputContext` and the number
@@ -16,8 +20,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import re
+import shutil
 import time
 from typing import Callable, Dict, List, Optional, Tuple
 
@@ -25,9 +31,11 @@ import tensorflow as tf
 import tf_keras as keras
 from absl import logging
 
-from data_utils.errors import UsageError
+from data_utils.errors import (UsageError, UserError, check_positive,
+                               check_writable_dir, is_disk_full)
 from data_utils.progress import format_seconds
 from xlnet_tf.building import build_once
+from xlnet_tf.config import check_vocab, write_json_atomic
 from xlnet_tf.initializers import cpu_has_native_bfloat16
 from xlnet_tf.optimization import make_optimizer
 
@@ -56,29 +64,31 @@ class TrainOptions:
   grad_accum_steps: int = 1      # micro-batches per optimizer step
   jit_compile: bool = False      # XLA for the forward/backward pass
   freeze_layers: int = 0         # keep embeddings + the lowest n layers fixed
+  seed: int = 0                  # weight init, dropout (see Trainer)
 
   def validate(self) -> None:
-    if self.train_steps <= 0:
-      raise UsageError(f"train_steps must be positive, got {self.train_steps}")
-    if self.iterations <= 0:
-      raise UsageError(f"iterations must be positive, got {self.iterations}")
-    if self.save_steps is not None and self.save_steps <= 0:
-      raise UsageError(f"save_steps must be positive, got {self.save_steps}")
+    """One-line `UsageError` naming the flag of a value that cannot work."""
+    check_positive(self.train_steps, "train_steps")
+    check_positive(self.iterations, "iterations")
+    if self.save_steps is not None:
+      check_positive(self.save_steps, "save_steps")
+    check_positive(self.max_save, "max_save")
     if not 0 <= self.warmup_steps <= self.train_steps:
-      raise UsageError(f"warmup_steps ({self.warmup_steps}) must be in "
-                       f"[0, train_steps={self.train_steps}]")
-    if self.grad_accum_steps < 1:
-      raise UsageError(f"grad_accum_steps must be >= 1, got "
-                       f"{self.grad_accum_steps}")
+      raise UsageError(f"--warmup_steps={self.warmup_steps}: must be in "
+                       f"[0, --train_steps={self.train_steps}]")
+    check_positive(self.grad_accum_steps, "grad_accum_steps")
+    check_positive(self.freeze_layers, "freeze_layers", 0)
+    if not 0 <= self.seed < 2 ** 32:  # what numpy's seeding accepts
+      raise UsageError(f"--seed={self.seed}: must be in [0, {2 ** 32 - 1}]")
     if self.decay_method not in ("poly", "cos"):
-      raise UsageError(f"decay_method must be 'poly' or 'cos', got "
-                       f"{self.decay_method!r}")
+      raise UsageError(f"--decay_method={self.decay_method}: must be 'poly' "
+                       "or 'cos'")
     if not 0 < self.lr_layer_decay_rate <= 1:
-      raise UsageError(f"lr_layer_decay_rate must be in (0, 1], got "
-                       f"{self.lr_layer_decay_rate}")
+      raise UsageError(f"--lr_layer_decay_rate={self.lr_layer_decay_rate}: "
+                       "must be in (0, 1]")
     if self.strategy not in STRATEGIES:
-      raise UsageError(f"strategy must be one of {STRATEGIES}, got "
-                       f"{self.strategy!r}")
+      raise UsageError(f"--strategy={self.strategy}: must be one of "
+                       f"{', '.join(STRATEGIES)}")
 
 
 class TrainTask:
@@ -155,7 +165,17 @@ def make_strategy(name: str, tpu: Optional[str] = None
 
 
 class Trainer:
-  """Builds the model under the strategy, restores or initialises, trains."""
+  """Builds the model under the strategy, restores or initialises, trains.
+
+  `opts.seed` seeds Python, NumPy and TensorFlow before the model is built:
+  the weight initialisers, the Keras dropout layers' seeds and the per-layer
+  dropout seeds drawn inside the step all follow from it, so one command run
+  twice (float32, one device) gives the same losses. The input order has its
+  own seed (the task's dataset function).
+
+  A step whose loss is not finite stops training with a `UserError` naming
+  the step; that state is never saved (the last checkpoint stays the newest).
+  """
 
   def __init__(self, task: TrainTask, opts: TrainOptions,
                strategy: Optional[tf.distribute.Strategy] = None):
@@ -168,6 +188,9 @@ class Trainer:
     # and the update stay outside it.
     self._compute = tf.function(self._gradients, jit_compile=True) \
         if opts.jit_compile else self._gradients
+    # Before any variable or layer exists: initialisers draw from the global
+    # seed, and each Keras layer takes its own seed from it when created.
+    keras.utils.set_random_seed(opts.seed)
     with self.strategy.scope():
       # Built here: variables created outside the scope are not mirrored.
       self.model = task.build_model()
@@ -211,10 +234,15 @@ class Trainer:
   def restore_or_initialize(self) -> int:
     """Resumes from the newest checkpoint in model_dir, else loads
     `init_checkpoint` (either layout). Returns the step to start from."""
-    from xlnet_tf.checkpoint import load_checkpoint
+    from xlnet_tf.checkpoint import find_damage, load_checkpoint
     latest = tf.train.latest_checkpoint(self.opts.model_dir)
     if latest:
-      self.checkpoint.restore(latest).assert_existing_objects_matched()
+      try:
+        status = self.checkpoint.restore(latest)
+      except (tf.errors.OpError, IndexError):
+        find_damage(latest)  # a damaged file: one line naming it and the tensor
+        raise
+      status.assert_existing_objects_matched()
       logging.info("resumed from %s at step %d", latest, self.step)
     elif self.opts.init_checkpoint:  # logs its own report
       load_checkpoint(self.model, self.opts.init_checkpoint)
@@ -282,6 +310,9 @@ class Trainer:
       var.assign(tf.cast(value, var.dtype))
     self.loss_metric.update_state(loss)
     self.grad_norm_metric.update_state(norm)
+    # This replica's mean loss (not the loss-scaled one: float16 loss scaling
+    # skips overflowing gradients by itself, a non-finite loss it cannot).
+    return tf.cast(loss, tf.float32)
 
   def train(self, dataset_fn: Callable[[tf.distribute.InputContext, int],
                                        tf.data.Dataset],
@@ -294,6 +325,10 @@ class Trainer:
     already consumed (resume).
     """
     opts = self.opts
+    if self.is_chief:
+      for path in remove_checkpoint_temps(opts.model_dir):
+        logging.info("removed %s (left by an interrupted checkpoint save)",
+                     path)
     start = self.restore_or_initialize()
     if start >= opts.train_steps:
       logging.info("already at step %d >= train_steps %d", start,
@@ -310,9 +345,19 @@ class Trainer:
 
     @tf.function
     def loop(n_steps):
+      """Runs up to `n_steps` steps; returns `(steps run, the loss of the
+      last one)`, stopping right after a step whose loss is not finite."""
+      done = tf.constant(0)
+      loss = tf.constant(0.0)
       for _ in tf.range(n_steps):
         batches = [next(iterator) for _ in range(accum)]
-        self.strategy.run(self._train_step, args=(batches,))
+        losses = self.strategy.run(self._train_step, args=(batches,))
+        loss = self.strategy.reduce(tf.distribute.ReduceOp.MEAN, losses,
+                                    axis=None)
+        done += 1
+        if not tf.math.is_finite(loss):
+          break
+      return done, loss
 
     writer = (tf.summary.create_file_writer(os.path.join(opts.model_dir,
                                                          "train"))
@@ -327,8 +372,12 @@ class Trainer:
       if opts.save_steps:
         n = min(n, opts.save_steps - step % opts.save_steps)
       t0 = time.monotonic()
-      loop(tf.constant(n))
+      done, last_loss = loop(tf.constant(n))
       elapsed = time.monotonic() - t0
+      last_loss = float(last_loss)
+      if not math.isfinite(last_loss):
+        writer.flush()
+        raise UserError(self._stopped_message(step + int(done), last_loss))
       step = self.step
       lr = self.optimizer.learning_rate
       lr = float(lr(self.optimizer.iterations - 1) if callable(lr) else lr)
@@ -351,7 +400,7 @@ class Trainer:
       if (opts.save_steps and step % opts.save_steps == 0) or (
           step >= opts.train_steps):
         if step != last_save:
-          path = self.manager.save(checkpoint_number=step)
+          path = self._save(step)
           last_save = step
           if not self.is_chief:
             tf.io.gfile.rmtree(self.manager.directory)
@@ -362,10 +411,106 @@ class Trainer:
     writer.flush()
     return logs
 
+  def _last_checkpoint_note(self) -> str:
+    latest = self.manager.latest_checkpoint if self.is_chief else \
+        tf.train.latest_checkpoint(self.opts.model_dir)
+    if latest is None:
+      return f"no checkpoint was saved in {self.opts.model_dir} before it"
+    return (f"the last good checkpoint, step {checkpoint_number(latest)}, is "
+            f"kept in {self.opts.model_dir}")
+
+  def _stopped_message(self, bad_step: int, loss: float) -> str:
+    return (f"training stopped at step {bad_step}: loss is {loss} "
+            f"({self._last_checkpoint_note()})")
+
+  def _save(self, step: int) -> str:
+    """Saves the checkpoint of `step`; a full disk is a one-line
+    `UserError` naming model_dir, and the partial save is removed."""
+    try:
+      return self.manager.save(checkpoint_number=step)
+    except (OSError, tf.errors.OpError) as e:
+      if not is_disk_full(e):
+        raise
+      remove_checkpoint_temps(self.manager.directory)
+      raise UserError(
+          f"{self.manager.directory}: no space left on device while saving "
+          f"the checkpoint of step {step} ({self._last_checkpoint_note()})"
+      ) from None
+
+
+# TensorFlow writes checkpoint `<prefix>` into `<prefix>_temp/` (before 2.x
+# releases `<prefix>_temp_<uuid hex>/`; files
+# `part-<shard>-of-<n>.index` / `.data-...`, each written through a
+# `.tempstate<n>` file) and merges it into place; a save killed or failed
+# midway leaves that directory behind.
+_CKPT_TEMP_DIR = re.compile(r"^ckpt-\d+_temp(_[0-9a-f]{32})?$")
+_CKPT_TEMP_PART = re.compile(
+    r"^part-\d+-of-\d+\.(index|data-\d+-of-\d+)(\.tempstate\d+)?$")
+
+
+def checkpoint_number(prefix: str) -> int:
+  """The step of a `.../ckpt-<n>` prefix (0 if it has none).
+
+  Example:
+    >>> checkpoint_number("/m/ckpt-30"), checkpoint_number("/m/x")
+    (30, 0)
+  """
+  match = re.search(r"-(\d+)$", prefix)
+  return int(match.group(1)) if match else 0
+
+
+def remove_checkpoint_temps(model_dir: str) -> List[str]:
+  """Removes what interrupted saves of the training checkpoints left in
+  `model_dir`: directories named `ckpt-<n>_temp` holding nothing but
+  TensorFlow's checkpoint part files. Returns their paths; any other file or
+  directory (one with anything else inside) is left alone.
+
+  Example:
+    >>> import tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> os.makedirs(os.path.join(d, "ckpt-20_temp"))
+    >>> open(os.path.join(d, "ckpt-20_temp",
+    ...                   "part-00000-of-00001.index"), "w").close()
+    >>> os.makedirs(os.path.join(d, "ckpt-9_temp_mine"))
+    >>> [os.path.basename(p) for p in remove_checkpoint_temps(d)]
+    ['ckpt-20_temp']
+    >>> os.listdir(d)
+    ['ckpt-9_temp_mine']
+  """
+  removed = []
+  try:
+    names = sorted(os.listdir(model_dir))
+  except (FileNotFoundError, NotADirectoryError):
+    return removed
+  for name in names:
+    path = os.path.join(model_dir, name)
+    if (not _CKPT_TEMP_DIR.match(name) or os.path.islink(path)
+        or not os.path.isdir(path)):
+      continue
+    entries = os.listdir(path)
+    if all(_CKPT_TEMP_PART.match(e) and os.path.isfile(os.path.join(path, e))
+           and not os.path.islink(os.path.join(path, e)) for e in entries):
+      shutil.rmtree(path)
+      removed.append(path)
+  return removed
+
+
+def check_finetune_training(opts, vocab_size: int) -> None:
+  """The training side of a fine-tuning run's preflight (`opts`: the
+  workflow's FinetuneOptions; `vocab_size`: its SentencePiece model's): the
+  model config can embed every piece, and with --do_train the batch size
+  and the loop's options can work and model_dir can be written (--do_eval
+  writes its results there too). One-line `UserError`s naming the flag."""
+  check_vocab(opts.config, vocab_size, opts.spiece_model_file)
+  if opts.do_train:
+    check_positive(opts.train_batch_size, "train_batch_size")
+    opts.train.validate()
+  if opts.do_train or opts.do_eval:
+    check_writable_dir(opts.train.model_dir, "model_dir")
+
 
 def write_run_files(model_dir: str, files: Dict[str, dict]) -> None:
   """Writes JSON side files (configs, options) into model_dir, atomically."""
-  from xlnet_tf.config import write_json_atomic
   os.makedirs(model_dir, exist_ok=True)
   for name, data in files.items():
     write_json_atomic(os.path.join(model_dir, name), data)

@@ -8,6 +8,7 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from data_utils import classifier_data as cd
+from data_utils.errors import UsageError, UserError
 from xlnet_tf import metrics
 from xlnet_tf.tasks import ClassifierTask
 from xlnet_tf.workflows.finetune import FinetuneOptions, FinetuneWorkflow
@@ -32,6 +33,15 @@ class ClassifierWorkflow(FinetuneWorkflow):
   def __init__(self, opts: ClassifierOptions):
     super().__init__(opts)
     self.labels = cd.labels_of(self.task_name, opts.generic)
+    if self.task_name == "generic" and self.labels is None and \
+        not opts.is_regression:
+      # Without either flag, 0/1 labels would train a regressor.
+      raise UsageError("--task_name=generic: pass --label_list (the labels, "
+                       "for classification) or --is_regression")
+    if opts.is_regression and self.labels is not None:
+      raise UsageError(f"--is_regression: {self.task_name} has labels "
+                       f"({', '.join(self.labels)}); a regression task has "
+                       "numeric scores and no --label_list")
     self.regression = opts.is_regression or self.labels is None
     if not self.regression and not self.labels:
       raise cd.TaskDataError(f"task {self.task_name}: no label list (pass "
@@ -42,6 +52,31 @@ class ClassifierWorkflow(FinetuneWorkflow):
         opts.config, opts.run, 1 if self.regression else len(self.labels),
         opts.cls_scope or self.task_name, self.regression, opts.summary_type,
         opts.use_summ_proj, opts.max_seq_length)
+
+  def check_inputs(self) -> None:
+    opts = self.opts
+    least = cd.min_seq_length(self.task_name, opts.generic)
+    if opts.max_seq_length < least:
+      room = ("a token of each text, two <sep> and <cls>" if least == 5
+              else "one token, <sep> and <cls>")
+      raise UsageError(f"--max_seq_length={opts.max_seq_length}: must be at "
+                       f"least {least} for {self.task_name} ({room})")
+    needed = [(action, flag, split) for action, flag, split, on in (
+        ("--do_train", "train_split", opts.train_split, opts.do_train),
+        ("--do_eval", "eval_split", opts.eval_split, opts.do_eval),
+        ("--do_predict", None, "test", opts.do_predict)) if on]
+    for action, flag, split in needed:
+      if split not in cd.SPLITS:
+        raise UsageError(f"--{flag}={split}: must be one of "
+                         f"{', '.join(cd.SPLITS)}")
+      cd.check_split_files(opts.data_dir, cd.split_files(
+          self.task_name, split, opts.generic), split, action)
+    if opts.do_train:
+      # Read the later splits now: a bad row fails before training.
+      for split in dict.fromkeys(s for _, _, s in needed):
+        if split != opts.train_split and not self.read(split):
+          raise UserError(f"{opts.data_dir}: the {split} split of "
+                          f"{self.task_name} has no example")
 
   def read(self, split):
     return cd.read_examples(self.task_name, self.opts.data_dir, split,

@@ -16,9 +16,11 @@ from absl import logging
 from data_utils.errors import UserError
 from data_utils.feature_records import build_features, classifier_dataset
 from data_utils.tokenization import SentencePieceTokenizer
-from xlnet_tf.checkpoint import load_native_checkpoint
+from xlnet_tf.checkpoint import check_init_checkpoint, load_native_checkpoint
 from xlnet_tf.config import RunOptions, XLNetConfig
-from xlnet_tf.training import TrainOptions, Trainer, TrainTask
+from xlnet_tf.export import check_finetune_export, default_export_dir
+from xlnet_tf.training import (TrainOptions, Trainer, TrainTask,
+                               check_finetune_training)
 from xlnet_tf.workflows.common import (checkpoint_step, run_inference,
                                        training_checkpoints, write_json_atomic,
                                        write_text_atomic)
@@ -100,23 +102,27 @@ class FinetuneWorkflow:
   def export_model(self, model, export_dir: str) -> str:
     raise NotImplementedError
 
+  def check_inputs(self) -> None:
+    """The task's flags and every data file this run will read (preflight):
+    a one-line `UserError` naming the flag or file."""
+
   # Shared steps ---------------------------------------------------------
   def features(self, split: str, pad_to: int = 1, passes: int = 1) -> dict:
     examples = self.read(split)
     if not examples:
       raise UserError(f"{self.opts.data_dir}: the {split} split of "
                       f"{self.task_name} has no example")
+    # The cache is keyed by content: the parsed examples and the
+    # SentencePiece model's bytes (not their paths or times), plus settings.
     settings = dict(self.feature_settings(), task=self.task_name, split=split,
-                    data_dir=os.path.abspath(self.opts.data_dir),
-                    num_source_examples=len(examples),
-                    spiece=os.path.abspath(self.opts.spiece_model_file),
                     uncased=self.opts.uncased,
                     max_seq_length=self.opts.max_seq_length)
     info = build_features(examples, self.featurize, self.record_length,
                           self.regression, self.opts.output_dir, settings,
                           pad_to_multiple=pad_to, num_passes=passes,
                           overwrite=self.opts.overwrite_data,
-                          seed=self.opts.seed)
+                          seed=self.opts.seed,
+                          input_files={"spiece": self.opts.spiece_model_file})
     info["examples"] = examples
     return info
 
@@ -209,9 +215,8 @@ class FinetuneWorkflow:
     return path
 
   def export(self, checkpoint: Optional[str] = None) -> str:
-    export_dir = self.opts.export_dir or os.path.join(
-        self.opts.train.model_dir, "saved_model")
-    path = self.export_model(self.load_model(checkpoint), export_dir)
+    path = self.export_model(self.load_model(checkpoint),
+                             default_export_dir(self.opts))
     logging.info("exported SavedModel to %s", path)
     return path
 
@@ -219,6 +224,10 @@ class FinetuneWorkflow:
     """Checks every input this run will read and every place it will write
     before any long work or any write; each check raises a one-line
     `UserError` naming the file or flag."""
+    check_init_checkpoint(self.opts.train, will_train=self.opts.do_train)
+    check_finetune_training(self.opts, self.tokenizer.vocab_size)
+    check_finetune_export(self.opts, self.task)
+    self.check_inputs()
 
   def run(self) -> dict:
     """Does what the options ask; returns `{"eval", "predictions",

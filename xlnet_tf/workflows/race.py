@@ -13,6 +13,8 @@ from typing import Dict, List
 import numpy as np
 
 from data_utils import race_data
+from data_utils.classifier_data import check_split_files
+from data_utils.errors import UsageError, UserError
 from xlnet_tf.tasks import MultipleChoiceTask
 from xlnet_tf.workflows.finetune import FinetuneOptions, FinetuneWorkflow
 
@@ -36,6 +38,34 @@ class RaceWorkflow(FinetuneWorkflow):
   @property
   def record_length(self) -> int:
     return race_data.N_CHOICE * self.opts.max_seq_length
+
+  def check_inputs(self) -> None:
+    opts = self.opts
+    if opts.max_qa_length < 1:
+      raise UsageError(f"--max_qa_length={opts.max_qa_length}: must be at "
+                       "least 1")
+    least = opts.max_qa_length + 4
+    if opts.max_seq_length < least:
+      raise UsageError(
+          f"--max_seq_length={opts.max_seq_length}: must be at least {least} "
+          f"with --max_qa_length={opts.max_qa_length} (question and option, "
+          "<sep> <sep> <cls> and one context token)")
+    if opts.high_only and opts.middle_only:
+      raise UsageError("--high_only and --middle_only exclude each other")
+    # --do_predict answers the evaluation split (see `predict`).
+    needed = [(action, split) for action, split, on in (
+        ("--do_train", opts.train_split, opts.do_train),
+        ("--do_eval", opts.eval_split, opts.do_eval),
+        ("--do_predict", opts.eval_split, opts.do_predict)) if on]
+    for action, split in needed:
+      check_split_files(opts.data_dir, race_data.split_files(
+          split, opts.high_only, opts.middle_only), split, action)
+    if opts.do_train:
+      # Read the later splits now: a bad passage fails before training.
+      for split in dict.fromkeys(s for _, s in needed):
+        if split != opts.train_split and not self.read(split):
+          raise UserError(f"{opts.data_dir}: the {split} split of race has "
+                          "no example")
 
   def read(self, split):
     return race_data.read_race(self.opts.data_dir, split,

@@ -24,7 +24,7 @@ from absl import logging
 
 from data_utils import squad_data as sd
 from data_utils import squad_eval as se
-from data_utils.errors import UserError
+from data_utils.errors import UsageError, UserError, check_positive
 from xlnet_tf.tasks import SquadTask
 from xlnet_tf.workflows.common import (checkpoint_step, run_inference,
                                        training_checkpoints, write_json_atomic)
@@ -69,6 +69,38 @@ class SquadWorkflow(FinetuneWorkflow):
     self.task = SquadTask(opts.config, opts.run, opts.start_n_top,
                           opts.end_n_top, opts.max_seq_length)
     self._outputs_cache: Dict[str, Dict[str, np.ndarray]] = {}
+
+  def check_inputs(self) -> None:
+    opts = self.opts
+    for flag in ("max_answer_length", "n_best_size", "start_n_top",
+                 "end_n_top", "num_proc"):
+      check_positive(getattr(opts, flag), flag)
+    for flag in ("start_n_top", "end_n_top"):
+      if getattr(opts, flag) > opts.max_seq_length:
+        raise UsageError(f"--{flag}={getattr(opts, flag)}: must be at most "
+                         f"--max_seq_length={opts.max_seq_length}")
+    # --do_predict answers the evaluation split (see `predict`).
+    needed = [(action, split) for action, split, on in (
+        ("--do_train", opts.train_split, opts.do_train),
+        ("--do_eval", opts.eval_split, opts.do_eval),
+        ("--do_predict", opts.eval_split, opts.do_predict)) if on]
+    for action, split in needed:
+      flag = "train_file" if split == opts.train_split else "predict_file"
+      path = getattr(opts, flag)
+      if not path:
+        raise UsageError(f"--{flag} is required by {action}")
+      if not os.path.isfile(path):
+        raise UsageError(f"--{flag}={path}: no such file (needed by "
+                         f"{action})")
+    # The file to answer is read now (it is small): a fault in it fails
+    # before training and before its features are built.
+    if any(split != opts.train_split for _, split in needed):
+      data = sd.read_squad(opts.predict_file)
+      if opts.do_eval and opts.eval_split != opts.train_split and \
+          not data.labeled:
+        raise UserError(f"{data.path}: some questions have no answer (nor "
+                        "is_impossible): nothing to evaluate against; use "
+                        "--do_predict")
 
   # Features -------------------------------------------------------------
   def source(self, split: str) -> Tuple[str, bool]:
