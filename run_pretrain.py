@@ -15,7 +15,6 @@ fine-tuning scripts and the original code load.
 
 import dataclasses
 import glob
-import json
 import os
 import re
 from typing import Dict
@@ -25,7 +24,7 @@ from absl import app, flags, logging
 
 import xlnet_tf
 from data_utils.errors import (UsageError, UserError, check_positive,
-                               check_writable_dir, run_main)
+                               check_writable_dir, read_json, run_main)
 from data_utils.pretrain_data import PretrainDataConfig
 from data_utils.pretrain_reader import (check_record_files, load_record_infos,
                                         pretrain_dataset, read_record_info)
@@ -170,15 +169,7 @@ def recorded_run(model_dir: str) -> Dict[str, object]:
     path = os.path.join(model_dir, name)
     if not os.path.isfile(path):
       continue
-    try:
-      with open(path, encoding="utf-8") as f:
-        data = json.load(f)
-    except json.JSONDecodeError as e:
-      raise UserError(f"{path}: not valid JSON ({e.msg}); it records the "
-                      "run in this --model_dir") from None
-    except UnicodeDecodeError:
-      raise UserError(f"{path}: not UTF-8 text; it records the run in this "
-                      "--model_dir") from None
+    data = read_json(path)
     if not isinstance(data, dict):
       raise UserError(f"{path}: not a JSON object; it records the run in "
                       "this --model_dir")

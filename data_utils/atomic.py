@@ -19,12 +19,14 @@ import socket
 import tempfile
 from typing import List
 
+from data_utils.errors import UserError, is_disk_full
+
 TEMP_PREFIX = ".tmp-xlnet-"
 # mkstemp's random part is lower-case letters, digits and "_".
 _TEMP_NAME = re.compile(r"^\.tmp-xlnet-(?P<host>.+)-(?P<pid>\d+)-[a-z0-9_]+$")
 
 
-def _host() -> str:
+def host_name() -> str:
   # Kept to what is safe in a file name (hostnames are letters, digits, "-"
   # and "."; anything else becomes "_").
   return re.sub(r"[^A-Za-z0-9.-]", "_", socket.gethostname()) or "host"
@@ -32,7 +34,7 @@ def _host() -> str:
 
 def temp_prefix() -> str:
   """The name prefix of this process's temp files."""
-  return f"{TEMP_PREFIX}{_host()}-{os.getpid()}-"
+  return f"{TEMP_PREFIX}{host_name()}-{os.getpid()}-"
 
 
 def _pid_alive(pid: int) -> bool:
@@ -42,9 +44,16 @@ def _pid_alive(pid: int) -> bool:
     os.kill(pid, 0)
   except ProcessLookupError:
     return False
-  except PermissionError:
-    return True  # alive, another user's
+  except (PermissionError, OverflowError):
+    return True  # another user's live process, or not a pid: keep
   return True
+
+
+def writer_gone(host: str, pid: int) -> bool:
+  """True when the writer a temp name records (`host`, `pid`) has stopped:
+  it ran on this host and its process is gone. Another host's writer (a
+  shared disk) is never taken for gone."""
+  return host == host_name() and not _pid_alive(pid)
 
 
 def remove_stale_temps(directory: str) -> List[str]:
@@ -55,7 +64,7 @@ def remove_stale_temps(directory: str) -> List[str]:
   Example:
     >>> import tempfile, os
     >>> d = tempfile.mkdtemp()
-    >>> dead = os.path.join(d, f".tmp-xlnet-{_host()}-999999999-abc")
+    >>> dead = os.path.join(d, f".tmp-xlnet-{host_name()}-999999999-abc")
     >>> for name in (dead, os.path.join(d, ".tmp-foo")):
     ...   open(name, "w").close()
     >>> [os.path.basename(p) for p in remove_stale_temps(d)] == [
@@ -69,12 +78,10 @@ def remove_stale_temps(directory: str) -> List[str]:
     names = sorted(os.listdir(directory))
   except FileNotFoundError:
     return removed
-  host = _host()
   for name in names:
     match = _TEMP_NAME.match(name)
-    if not match or match.group("host") != host:
-      continue
-    if _pid_alive(int(match.group("pid"))):
+    if not match or not writer_gone(match.group("host"),
+                                    int(match.group("pid"))):
       continue
     path = os.path.join(directory, name)
     if os.path.isfile(path) and not os.path.islink(path):
@@ -90,6 +97,8 @@ def remove_stale_temps(directory: str) -> List[str]:
 def atomic_path(path: str):
   """Yields a temp path (`temp_prefix()` + random, beside `path`) to write;
   renames it to `path` if the block ends normally, deletes it otherwise.
+  A full disk is a one-line `UserError` naming `path` (whatever was there
+  before stays as it was).
 
   Example:
     >>> import tempfile, os
@@ -107,6 +116,11 @@ def atomic_path(path: str):
     yield tmp
     os.chmod(tmp, 0o644)
     os.replace(tmp, path)
+  except Exception as e:  # pylint: disable=broad-except
+    if is_disk_full(e):
+      raise UserError(f"{path}: no space left on device (not written; what "
+                      "was there before is kept)") from None
+    raise
   finally:
     if os.path.exists(tmp):
       os.remove(tmp)

@@ -35,7 +35,7 @@ from data_utils.feature_records import read_info, record_problem
 from data_utils.fingerprint import file_sha256, files_sha256
 from data_utils.pretrain_data import DataError, PretrainDataConfig
 from data_utils.progress import Progress
-from data_utils.errors import run_main, utf8_error
+from data_utils.errors import check_writable_dir, run_main, utf8_error
 from data_utils.tokenization import SentencePieceTokenizer
 
 RECORD_FORMAT = "xlnet-tf/pretrain/v1"
@@ -203,6 +203,7 @@ def create_pretrain_data(input_paths: Sequence[str], cfg: PretrainDataConfig,
   (all from `seed`, task and pass: the output is deterministic).
   """
   cfg.validate()
+  check_writable_dir(save_dir, "save_dir")
   if not 0 <= task < num_task:
     raise DataError(f"task ({task}) must be in [0, num_task={num_task})")
   if not input_paths:

@@ -20,6 +20,7 @@ Every entry point's body runs through `run_main`:
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from typing import Callable, Optional
@@ -126,20 +127,25 @@ def check_readable_file(path: str, flag: str) -> None:
     raise UsageError(f"--{flag}={path}: not readable")
 
 
-def check_writable_dir(path: str, flag: str) -> None:
-  """UsageError unless `path` is, or can be made as, a writable directory.
-  Creates nothing: only looks at the nearest existing ancestor."""
+def check_writable_dir(path: str, flag: str, value: Optional[str] = None
+                       ) -> None:
+  """UsageError unless `path` is, or can be made as, a writable directory
+  (`value`: the flag's value, where `path` is derived from it, e.g. the
+  folder of a prefix). Creates nothing: looks at the nearest existing
+  ancestor."""
+  where = f"--{flag}={path if value is None else value}"
   if not path:
     raise UsageError(f"--{flag} is required")
   probe = os.path.abspath(path)
   if os.path.exists(probe) and not os.path.isdir(probe):
-    raise UsageError(f"--{flag}={path}: exists and is not a directory")
+    what = "" if value is None else f" {path}"
+    raise UsageError(f"{where}:{what} exists and is not a directory")
   while not os.path.exists(probe):
     probe = os.path.dirname(probe)
   if not os.path.isdir(probe):
-    raise UsageError(f"--{flag}={path}: {probe} is a file, not a directory")
+    raise UsageError(f"{where}: {probe} is a file, not a directory")
   if not os.access(probe, os.W_OK | os.X_OK):
-    raise UsageError(f"--{flag}={path}: {probe} is not writable")
+    raise UsageError(f"{where}: {probe} is not writable")
 
 
 def check_positive(value, flag: str, minimum: int = 1) -> None:
@@ -188,3 +194,18 @@ def utf8_error(path: str) -> str:
   except OSError:
     found = None
   return found or f"{path}: not UTF-8 text"
+
+
+def read_json(path: str, error: type = UserError):
+  """The JSON value in `path`. A file that is not UTF-8 or not valid JSON
+  raises `error` with one line naming it and where:
+  `/x/c.json: not valid JSON (Expecting ',' delimiter at line 2 column 7)`.
+  """
+  try:
+    with open(path, encoding="utf-8") as f:
+      return json.load(f)
+  except json.JSONDecodeError as e:
+    raise error(f"{path}: not valid JSON ({e.msg} at line {e.lineno} column "
+                f"{e.colno})") from None
+  except UnicodeDecodeError:
+    raise error(utf8_error(path)) from None

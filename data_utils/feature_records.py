@@ -128,9 +128,9 @@ def reusable_info(path: str, settings: dict, inputs: Optional[dict] = None,
 
 
 def forget_info(info_path: str) -> None:
-  """Removes a cache's info before its records are rewritten: records
-  without an info are never reused, so a build killed between the two
-  renames cannot pair new records with an old info."""
+  """Removes a cache's info just before its new records are renamed into
+  place: records without an info are never reused, so a build killed
+  between the two renames cannot pair new records with an old info."""
   if os.path.lexists(info_path):
     os.remove(info_path)
 
@@ -175,7 +175,6 @@ def build_features(examples: Sequence, featurize: Callable[[object], dict],
   info = None if overwrite else reusable_info(path, settings, inputs)
   if info is not None:
     return info
-  forget_info(info_path)
 
   order = list(range(len(examples))) * num_passes
   if num_passes > 1:  # the original repeats (and shuffles) training data
@@ -201,6 +200,7 @@ def build_features(examples: Sequence, featurize: Callable[[object], dict],
           if num_passes == 1:
             del cache[k]
         writer.write(_serialize(feats, regression))
+    forget_info(info_path)  # only now: a failed build keeps the old cache
   progress.finish()
   info = {"settings": settings, "inputs": inputs, "num_examples": n_real,
           "num_records": n_real + pad}

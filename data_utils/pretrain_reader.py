@@ -22,12 +22,12 @@ Stream order is kept (memory needs it): files may be shuffled, records not.
 from __future__ import annotations
 
 import glob
-import json
 import os
 from typing import Dict, List, Optional
 
 import tensorflow as tf
 
+from data_utils.errors import read_json
 from data_utils.feature_records import record_problem
 from data_utils.pretrain_data import DataError, PretrainDataConfig  # noqa: F401
 from data_utils.tokenization import CLS_ID, SEP_ID
@@ -91,13 +91,7 @@ def read_record_info(path: str) -> dict:
   """One record-info file, checked to be one: a JSON object with a
   `filenames` list of names and an integer `num_batch`; else a one-line
   DataError naming the file."""
-  try:
-    with open(path, encoding="utf-8") as f:
-      info = json.load(f)
-  except json.JSONDecodeError as e:
-    raise DataError(f"{path}: not valid JSON ({e.msg})") from None
-  except UnicodeDecodeError:
-    raise DataError(f"{path}: not UTF-8 text") from None
+  info = read_json(path, DataError)
   if not isinstance(info, dict):
     raise DataError(f"{path}: not a record-info (a JSON "
                     f"{type(info).__name__}, expected an object)")

@@ -20,14 +20,13 @@ is not cut, so each later option also carries the earlier options' tokens
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from typing import Callable, List
 
 from data_utils.classifier_data import (SEG_ID_A, SEG_ID_B, SEG_ID_CLS,
                                         SEG_ID_PAD, TaskDataError,
                                         text_files)
-from data_utils.errors import utf8_error
+from data_utils.errors import read_json
 from data_utils.tokenization import CLS_ID, SEP_ID
 
 LEVELS = ("middle", "high")
@@ -88,14 +87,7 @@ def _type_name(value) -> str:
 def _passage(path: str) -> dict:
   """The checked JSON of one passage file; a fault is one line naming the
   file (and the question)."""
-  try:
-    with open(path, encoding="utf-8") as f:
-      data = json.load(f)
-  except json.JSONDecodeError as e:
-    raise TaskDataError(f"{path}: not valid JSON ({e.msg}, line "
-                        f"{e.lineno})") from None
-  except UnicodeDecodeError:
-    raise TaskDataError(utf8_error(path)) from None
+  data = read_json(path, TaskDataError)
   if not isinstance(data, dict):
     raise TaskDataError(f"{path}: expected a JSON object with 'article', "
                         "'questions', 'options' and 'answers' (the RACE "

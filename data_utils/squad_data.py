@@ -62,7 +62,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 from absl import logging
 
 from data_utils.atomic import atomic_path, write_json
-from data_utils.errors import UsageError, UserError, utf8_error
+from data_utils.errors import UsageError, UserError, read_json
 from data_utils.progress import Progress
 from data_utils.tokenization import (CLS_ID, SEP_ID, SPIECE_UNDERLINE,
                                      UNK_ID, preprocess_text)
@@ -117,14 +117,7 @@ def read_squad(path: str, is_training: bool = False) -> SquadData:
   """
   if not os.path.isfile(path):
     raise SquadDataError(f"{path}: no such file")
-  try:
-    with open(path, encoding="utf-8") as f:
-      raw = json.load(f)
-  except json.JSONDecodeError as e:
-    raise SquadDataError(f"{path}: not valid JSON ({e.msg}, line "
-                         f"{e.lineno})") from None
-  except UnicodeDecodeError:
-    raise SquadDataError(utf8_error(path)) from None
+  raw = read_json(path, SquadDataError)
   if not isinstance(raw, dict) or not isinstance(raw.get("data"), list):
     raise SquadDataError(f"{path}: expected a JSON object with a 'data' list "
                          "of articles (the SQuAD layout)")
@@ -839,13 +832,13 @@ def cached_features(data: SquadData, tokenizer, settings: FeatureSettings,
   if info is not None:
     logging.info("reusing %s (%d features)", path, info["num_features"])
     return info
-  fr.forget_info(info_path)
   features, stats = convert_examples(
       data.examples, tokenizer, settings, is_training, num_proc,
       what=f"squad {split} features")
   if is_training:
     import random
     random.Random(seed).shuffle(features)
+  fr.forget_info(info_path)  # after the long part: a failure keeps the cache
   write_records(path, features, settings.max_seq_length)
   info = {"settings": key, "inputs": inputs, "num_features": len(features),
           "num_examples": len(data.examples),

@@ -17,7 +17,8 @@ import tempfile
 
 import sentencepiece as spm
 
-from data_utils.errors import UsageError, UserError, run_main, text_problem
+from data_utils.errors import (UsageError, UserError, check_positive,
+                               check_writable_dir, run_main, text_problem)
 from data_utils.tokenization import SentencePieceTokenizer
 
 CONTROL = ["<cls>", "<sep>", "<pad>", "<mask>", "<eod>"]
@@ -26,10 +27,22 @@ USER_DEFINED = ["<eop>"]
 
 def train_spiece(input_path: str, model_prefix: str, vocab_size: int = 8000,
                  model_type: str = "unigram", character_coverage: float = 1.0,
-                 input_sentence_size: int = 2_000_000) -> str:
-  """Trains and returns the path of `<model_prefix>.model`."""
+                 input_sentence_size: int = 2_000_000,
+                 overwrite: bool = False) -> str:
+  """Trains and returns the path of `<model_prefix>.model` (+ `.vocab`).
+  An existing model there is replaced only with `overwrite`: a
+  SentencePiece model carries no mark of who wrote it."""
   if not os.path.isfile(input_path):
     raise UsageError(f"{input_path}: no such input file")
+  check_positive(vocab_size, "vocab_size", minimum=len(CONTROL) + 4)
+  check_writable_dir(os.path.dirname(os.path.abspath(model_prefix)),
+                     "model_prefix", model_prefix)
+  existing = [f"{model_prefix}.{ext}" for ext in ("model", "vocab")
+              if os.path.lexists(f"{model_prefix}.{ext}")]
+  if existing and not overwrite:
+    raise UsageError(f"--model_prefix={model_prefix}: {existing[0]} exists; "
+                     "choose another prefix, or pass --overwrite to replace "
+                     "it")
   # SentencePiece trains on binary or mis-encoded input without a word:
   # refuse it before the long work.
   problem = text_problem(input_path, reject_nul=True)
@@ -64,7 +77,8 @@ def main(argv):
   f = flags.FLAGS
 
   def body():
-    path = train_spiece(f.input, f.model_prefix, f.vocab_size, f.model_type)
+    path = train_spiece(f.input, f.model_prefix, f.vocab_size, f.model_type,
+                       overwrite=f.overwrite)
     tok = SentencePieceTokenizer(path)  # checks the special ids
     print(f"wrote {path} ({tok.vocab_size} pieces)")
   return run_main("train_spiece", body)
@@ -76,5 +90,7 @@ if __name__ == "__main__":
   flags.DEFINE_string("model_prefix", None, "Output prefix.")
   flags.DEFINE_integer("vocab_size", 8000, "Pieces.")
   flags.DEFINE_enum("model_type", "unigram", ["unigram", "bpe"], "Model type.")
+  flags.DEFINE_bool("overwrite", False,
+                    "Replace an existing <model_prefix>.model / .vocab.")
   flags.mark_flags_as_required(["input", "model_prefix"])
   app.run(main)

@@ -3,6 +3,7 @@ builds are byte-identical run to run, killed builds' temp files are cleaned
 up (ours only), and corrupt or cut-short records are one line naming the
 file and offset (or rebuilt, for our own caches)."""
 
+import errno
 import json
 import logging
 import os
@@ -19,6 +20,7 @@ from data_utils import pretrain_data as pd
 from data_utils import squad_data as sd
 from data_utils.atomic import (atomic_path, remove_stale_temps, temp_prefix)
 from data_utils.create_pretrain_data import create_pretrain_data
+from data_utils.errors import UserError
 from data_utils.feature_records import build_features
 from data_utils.pretrain_reader import check_record_files, load_record_infos
 from data_utils.tokenization import SentencePieceTokenizer
@@ -305,6 +307,24 @@ def test_a_builder_removes_a_killed_builds_temp_file(tmp_path):
   assert (tmp_path / ".tmp-foo").read_bytes() == b"keep"
 
 
+def test_a_full_disk_keeps_the_previous_cache_and_leaves_no_temp(tmp_path):
+  def feats(label):
+    return {"input_ids": [1], "segment_ids": [0], "input_mask": [0.0],
+            "label": label}
+  settings = {"task": "t", "split": "dev"}
+  info = build_features(["a"], lambda e: feats(0), 1, False, str(tmp_path),
+                        settings)
+  before = _tree_bytes(tmp_path)
+
+  def disk_full(example):
+    raise OSError(errno.ENOSPC, "No space left on device")
+  with pytest.raises(UserError) as e:
+    build_features(["b"], disk_full, 1, False, str(tmp_path), settings)
+  assert str(e.value) == (f"{info['path']}: no space left on device (not "
+                          "written; what was there before is kept)")
+  assert _tree_bytes(tmp_path) == before  # old cache whole, no temp file
+
+
 # 4. Corrupt and cut-short records ---------------------------------------------
 def _damage(path, how):
   """Damages a record file; returns the problem text expected for it."""
@@ -392,14 +412,16 @@ def test_damaged_pretraining_records_are_one_line(pretrain_records, caplog,
   assert _bytes(path) == good
 
 
+# `message` follows the path (a UTF-8 fault also names the line).
 @pytest.mark.parametrize("content,message", [
-    ("[1, 2]", "not a record-info (a JSON list, expected an object)"),
-    ('{"filenames": ["a"', "not valid JSON (Expecting ',' delimiter)"),
-    ('{"num_batch": 3}', 'not a record-info (no "filenames" list of file '
+    ("[1, 2]", ": not a record-info (a JSON list, expected an object)"),
+    ('{"filenames": ["a"', ": not valid JSON (Expecting ',' delimiter at "
+     "line 1 column 19)"),
+    ('{"num_batch": 3}', ': not a record-info (no "filenames" list of file '
      'names)'),
     ('{"filenames": ["a"], "num_batch": "3"}',
-     "not a record-info ('num_batch' is '3', expected a count)"),
-    (b"\xff\xfe{}", "not UTF-8 text"),
+     ": not a record-info ('num_batch' is '3', expected a count)"),
+    (b"\xff\xfe{}", ":1: not UTF-8 text (byte 0xff at column 1)"),
 ])
 def test_bad_record_info_is_one_line(tmp_path, content, message):
   path = tmp_path / "record_info-train-0-0.json"
@@ -409,7 +431,7 @@ def test_bad_record_info_is_one_line(tmp_path, content, message):
     path.write_text(content)
   with pytest.raises(pd.DataError) as e:
     load_record_infos(str(tmp_path), "train", {})
-  assert str(e.value) == f"{path}: {message}"
+  assert str(e.value) == f"{path}{message}"
 
 
 def test_run_pretrain_reports_a_corrupt_record_file(pretrain_records,

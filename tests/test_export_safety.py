@@ -17,10 +17,12 @@ import pytest
 import tensorflow as tf
 
 import xlnet_tf as xt
+from data_utils import atomic
 from data_utils.errors import UserError
-from xlnet_tf import export
-from xlnet_tf.export import (EXPORT_MARKER, check_finetune_export,
-                             export_classifier, remove_stale_export_temps)
+from xlnet_tf import export_dir as export_dir_module
+from xlnet_tf.export import export_classifier
+from xlnet_tf.export_dir import EXPORT_MARKER, remove_stale_export_temps
+from xlnet_tf.workflows.finetune import check_finetune_export
 from xlnet_tf.tasks import ClassifierTask
 from conftest import spiece_path
 
@@ -222,7 +224,7 @@ def test_export_into_an_empty_directory(model, tmp_path):
 def test_export_replaces_its_previous_export(model, previous, tmp_path,
                                              monkeypatch, exchange):
   if not exchange:  # a file system without renameat2(RENAME_EXCHANGE)
-    monkeypatch.setattr(export, "_exchange", lambda a, b: False)
+    monkeypatch.setattr(export_dir_module, "_exchange", lambda a, b: False)
   target = tmp_path / "sm"
   shutil.copytree(previous, target)
   write(str(tmp_path / "beside.txt"))
@@ -286,7 +288,7 @@ def _dead_pid():
 
 
 def test_stale_export_temps_are_removed_and_nothing_else(model, tmp_path):
-  host = export._host()
+  host = atomic.host_name()
   dead = _dead_pid()
   ours_dead = tmp_path / f".tmp-export-{host}-{dead}-deadbeef"
   ours_dead_old = tmp_path / f".tmp-export-{host}-{dead}-0badcafe-old"
@@ -401,17 +403,17 @@ def _cli_cases(sm, missing):
 
 
 # Runs every case in ONE process (TensorFlow and TF Text start once); each
-# call goes through saved_model_cli_main as the console script does.
+# call goes through xlnet_tf.saved_model_cli.main as the console script does.
 _CLI_DRIVER = """
 import contextlib, io, json, sys
-from xlnet_tf.export import saved_model_cli_main
+from xlnet_tf.saved_model_cli import main
 results = {}
 for name, args in json.loads(sys.argv[1]).items():
   sys.argv = ["xlnet-saved-model-cli"] + args
   err = io.StringIO()
   with contextlib.redirect_stderr(err):
     try:
-      saved_model_cli_main()
+      main()
       code = 0
     except SystemExit as e:
       code = e.code

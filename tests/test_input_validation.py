@@ -28,11 +28,15 @@ from xlnet_tf.training import TrainOptions
 from xlnet_tf.workflows.classifier import ClassifierOptions, ClassifierWorkflow
 from xlnet_tf.workflows.race import RaceOptions, RaceWorkflow
 from xlnet_tf.workflows.squad import SquadOptions, SquadWorkflow
-from conftest import spiece_path
+from data_utils.tokenization import SentencePieceTokenizer
+from conftest import corpus_slice, spiece_path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = xt.XLNetConfig(n_layer=1, d_model=16, n_head=2, d_head=8, d_inner=32,
                       n_token=32000)
+PRETRAIN_CFG = PretrainDataConfig(seq_len=32, reuse_len=16, bsz_per_host=4,
+                                  num_core_per_host=1, bi_data=True,
+                                  num_predict=6, perm_size=8)
 STSB_HEADER = ("index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\t"
                "sentence1\tsentence2\tscore")
 RTE_HEADER = "index\tsentence1\tsentence2\tlabel"
@@ -355,6 +359,46 @@ def test_train_spiece_refuses_binary_input(tmp_path, content, message):
   # Refused before anything was made, and the input is untouched.
   assert sorted(os.listdir(tmp_path)) == ["corpus.bin"]
   assert corpus.read_bytes() == content
+
+
+def test_train_spiece_keeps_an_existing_model_and_checks_its_prefix(
+    shared, tmp_path):
+  corpus = corpus_slice(shared, tmp_path, 300)
+  mine = tmp_path / "spiece.model"
+  mine.write_bytes(b"the user's model")
+  blocker = tmp_path / "a_file"
+  blocker.write_bytes(b"x")
+  cases = [
+      (str(tmp_path / "spiece"), 200, f"--model_prefix={tmp_path}/spiece: "
+       f"{tmp_path}/spiece.model exists; choose another prefix, or pass "
+       "--overwrite to replace it"),
+      (str(blocker / "spiece"), 200, f"--model_prefix={blocker}/spiece: "
+       f"{blocker} exists and is not a directory"),
+      (str(tmp_path / "new" / "spiece"), 3, "--vocab_size=3: must be at "
+       "least 9"),
+  ]
+  for prefix, vocab, message in cases:
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+      code = run_main("train_spiece", lambda: train_spiece(
+          corpus, prefix, vocab_size=vocab))
+    assert (code, err.getvalue()) == (2, f"train_spiece: {message}\n")
+  assert mine.read_bytes() == b"the user's model"
+  assert not (tmp_path / "new").exists()
+  # --overwrite replaces it with a real model.
+  path = train_spiece(corpus, str(tmp_path / "spiece"), vocab_size=200,
+                      overwrite=True)
+  assert SentencePieceTokenizer(path).vocab_size == 200
+
+
+def test_create_pretrain_data_checks_save_dir_first(shared, tmp_path):
+  blocker = tmp_path / "a_file"
+  blocker.write_bytes(b"x")
+  with pytest.raises(UsageError) as e:
+    create_pretrain_data([corpus_slice(shared, tmp_path, 10)], PRETRAIN_CFG,
+                         str(blocker / "proc"), spiece_path(shared))
+  assert str(e.value) == (f"--save_dir={blocker}/proc: {blocker} is a file, "
+                          "not a directory")
 
 
 # 8. Inputs a later step needs, checked first ---------------------------------

@@ -27,8 +27,8 @@ from data_utils.tokenization import SentencePieceTokenizer
 from xlnet_tf.config import ConfigError, check_vocab
 from xlnet_tf.tasks import ClassifierTask
 from xlnet_tf.training import (TrainOptions, Trainer, TrainTask,
-                               check_finetune_training,
                                remove_checkpoint_temps)
+from xlnet_tf.workflows.finetune import check_finetune_training
 from conftest import corpus_slice, spiece_path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

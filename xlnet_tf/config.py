@@ -8,12 +8,11 @@ run to run, under the original run-config names and with the original defaults.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from typing import Any, Optional
 
 from data_utils.atomic import write_json
-from data_utils.errors import UserError, utf8_error
+from data_utils.errors import UserError, read_json
 
 
 class ConfigError(UserError):
@@ -105,14 +104,7 @@ class XLNetConfig:
     """Reads an original-format `xlnet_config.json`; extra keys are ignored."""
     if not os.path.isfile(path):
       raise ConfigError(f"{path}: no such config file")
-    try:
-      with open(path, encoding="utf-8") as f:
-        data = json.load(f)
-    except json.JSONDecodeError as e:
-      raise ConfigError(f"{path}: not valid JSON ({e.msg} at line {e.lineno} "
-                        f"column {e.colno})") from None
-    except UnicodeDecodeError:
-      raise ConfigError(utf8_error(path)) from None
+    data = read_json(path, ConfigError)
     return dataclasses.replace(cls.from_dict(data, source=path), path=path)
 
   def to_dict(self) -> dict:

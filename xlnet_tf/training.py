@@ -32,10 +32,10 @@ import tf_keras as keras
 from absl import logging
 
 from data_utils.errors import (UsageError, UserError, check_positive,
-                               check_writable_dir, is_disk_full)
+                               is_disk_full)
 from data_utils.progress import format_seconds
 from xlnet_tf.building import build_once
-from xlnet_tf.config import check_vocab, write_json_atomic
+from xlnet_tf.config import write_json_atomic
 from xlnet_tf.initializers import cpu_has_native_bfloat16
 from xlnet_tf.optimization import make_optimizer
 
@@ -493,20 +493,6 @@ def remove_checkpoint_temps(model_dir: str) -> List[str]:
       shutil.rmtree(path)
       removed.append(path)
   return removed
-
-
-def check_finetune_training(opts, vocab_size: int) -> None:
-  """The training side of a fine-tuning run's preflight (`opts`: the
-  workflow's FinetuneOptions; `vocab_size`: its SentencePiece model's): the
-  model config can embed every piece, and with --do_train the batch size
-  and the loop's options can work and model_dir can be written (--do_eval
-  writes its results there too). One-line `UserError`s naming the flag."""
-  check_vocab(opts.config, vocab_size, opts.spiece_model_file)
-  if opts.do_train:
-    check_positive(opts.train_batch_size, "train_batch_size")
-    opts.train.validate()
-  if opts.do_train or opts.do_eval:
-    check_writable_dir(opts.train.model_dir, "model_dir")
 
 
 def write_run_files(model_dir: str, files: Dict[str, dict]) -> None:

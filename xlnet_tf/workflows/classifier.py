@@ -10,6 +10,7 @@ import numpy as np
 from data_utils import classifier_data as cd
 from data_utils.errors import UsageError, UserError
 from xlnet_tf import metrics
+from xlnet_tf.export import export_classifier
 from xlnet_tf.tasks import ClassifierTask
 from xlnet_tf.workflows.finetune import FinetuneOptions, FinetuneWorkflow
 
@@ -119,7 +120,6 @@ class ClassifierWorkflow(FinetuneWorkflow):
     return f"{GLUE_SUBMISSION.get(self.task_name, self.task_name)}.tsv"
 
   def export_model(self, model, export_dir):
-    from xlnet_tf.export import export_classifier
     return export_classifier(
         model, export_dir, self.opts.max_seq_length, self.regression,
         labels=None if self.regression else self.labels,

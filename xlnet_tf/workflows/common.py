@@ -24,11 +24,6 @@ def training_checkpoints(model_dir: str) -> List[str]:
                 if re.search(r"(\d+)$", p) else 0)
 
 
-def checkpoint_step(path: str) -> int:
-  match = re.search(r"-(\d+)$", path)
-  return int(match.group(1)) if match else 0
-
-
 def run_inference(model_fn: Callable[[dict], Dict[str, tf.Tensor]],
                   dataset: tf.data.Dataset, keep: List[str],
                   total_batches: Optional[int] = None,

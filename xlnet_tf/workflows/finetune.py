@@ -13,17 +13,17 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 from absl import logging
 
-from data_utils.errors import UserError
+from data_utils.errors import UserError, check_positive, check_writable_dir
 from data_utils.feature_records import build_features, classifier_dataset
 from data_utils.tokenization import SentencePieceTokenizer
 from xlnet_tf.checkpoint import check_init_checkpoint, load_native_checkpoint
-from xlnet_tf.config import RunOptions, XLNetConfig
-from xlnet_tf.export import check_finetune_export, default_export_dir
+from xlnet_tf.config import RunOptions, XLNetConfig, check_vocab
+from xlnet_tf.export_dir import check_export_dir
+from xlnet_tf.tasks import ClassifierTask, MultipleChoiceTask, SquadTask
 from xlnet_tf.training import (TrainOptions, Trainer, TrainTask,
-                               check_finetune_training)
-from xlnet_tf.workflows.common import (checkpoint_step, run_inference,
-                                       training_checkpoints, write_json_atomic,
-                                       write_text_atomic)
+                               checkpoint_number)
+from xlnet_tf.workflows.common import (run_inference, training_checkpoints,
+                                       write_json_atomic, write_text_atomic)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +56,51 @@ class FinetuneOptions:
   overwrite_data: bool = False
   export_dir: Optional[str] = None
   seed: int = 0
+
+
+def task_export_kind(task) -> str:
+  """The export kind of a fine-tuning `TrainTask`."""
+  if isinstance(task, SquadTask):
+    return "squad"
+  if isinstance(task, MultipleChoiceTask):
+    return "multiple_choice"
+  if isinstance(task, ClassifierTask):
+    return "regressor" if task.regression else "classifier"
+  raise ValueError(f"no SavedModel export for {type(task).__name__}")
+
+
+def default_export_dir(opts) -> str:
+  """Where a fine-tuning run (`FinetuneOptions`) exports."""
+  return opts.export_dir or os.path.join(opts.train.model_dir, "saved_model")
+
+
+def check_finetune_export(opts, task) -> None:
+  """The preflight check of a fine-tuning run's export (only a training run
+  exports): see `check_export_dir`."""
+  if not opts.do_train:
+    return
+  model_dir = opts.train.model_dir
+  check_export_dir(default_export_dir(opts), task_export_kind(task), keep={
+      "model_dir": model_dir, "output_dir": opts.output_dir,
+      "data_dir": opts.data_dir,
+      "predict_dir": opts.predict_dir or os.path.join(model_dir,
+                                                      "predictions"),
+      "spiece_model_file": opts.spiece_model_file,
+      "init_checkpoint": opts.train.init_checkpoint}, model_dir=model_dir)
+
+
+def check_finetune_training(opts, vocab_size: int) -> None:
+  """The training side of a fine-tuning run's preflight (`opts`: the
+  workflow's FinetuneOptions; `vocab_size`: its SentencePiece model's): the
+  model config can embed every piece, and with --do_train the batch size
+  and the loop's options can work and model_dir can be written (--do_eval
+  writes its results there too). One-line `UserError`s naming the flag."""
+  check_vocab(opts.config, vocab_size, opts.spiece_model_file)
+  if opts.do_train:
+    check_positive(opts.train_batch_size, "train_batch_size")
+    opts.train.validate()
+  if opts.do_train or opts.do_eval:
+    check_writable_dir(opts.train.model_dir, "model_dir")
 
 
 class FinetuneWorkflow:
@@ -183,7 +228,7 @@ class FinetuneWorkflow:
     for ckpt in ckpts if opts.eval_all_ckpt else ckpts[-1:]:
       result = self.score(self.outputs(ckpt, info, opts.eval_batch_size),
                           info["examples"])
-      result.update(checkpoint=ckpt, step=checkpoint_step(ckpt),
+      result.update(checkpoint=ckpt, step=checkpoint_number(ckpt),
                     num_examples=info["num_examples"])
       logging.info("eval %s step %d: %s", opts.eval_split, result["step"],
                    {k: round(v, 4) for k, v in result.items()

@@ -15,6 +15,7 @@ import numpy as np
 from data_utils import race_data
 from data_utils.classifier_data import check_split_files
 from data_utils.errors import UsageError, UserError
+from xlnet_tf.export import export_multiple_choice
 from xlnet_tf.tasks import MultipleChoiceTask
 from xlnet_tf.workflows.finetune import FinetuneOptions, FinetuneWorkflow
 
@@ -109,7 +110,6 @@ class RaceWorkflow(FinetuneWorkflow):
     return super().predict(split or self.opts.eval_split)
 
   def export_model(self, model, export_dir):
-    from xlnet_tf.export import export_multiple_choice
     return export_multiple_choice(model, export_dir, race_data.N_CHOICE,
                                   self.opts.max_seq_length)
 

@@ -25,9 +25,11 @@ from absl import logging
 from data_utils import squad_data as sd
 from data_utils import squad_eval as se
 from data_utils.errors import UsageError, UserError, check_positive
+from xlnet_tf.export import export_squad
 from xlnet_tf.tasks import SquadTask
-from xlnet_tf.workflows.common import (checkpoint_step, run_inference,
-                                       training_checkpoints, write_json_atomic)
+from xlnet_tf.training import checkpoint_number
+from xlnet_tf.workflows.common import (run_inference, training_checkpoints,
+                                       write_json_atomic)
 from xlnet_tf.workflows.finetune import FinetuneOptions, FinetuneWorkflow
 
 TARGET_KEYS = ("best_f1", "best_exact", "has_ans_f1", "has_ans_exact", "f1",
@@ -206,7 +208,7 @@ class SquadWorkflow(FinetuneWorkflow):
       answers = self.answers(self.outputs(ckpt, info, opts.eval_batch_size),
                              info)
       result = self.metrics(answers[0], answers[2], info["data"])
-      result.update(checkpoint=ckpt, step=checkpoint_step(ckpt),
+      result.update(checkpoint=ckpt, step=checkpoint_number(ckpt),
                     num_examples=len(info["data"].examples),
                     num_features=info["num_features"])
       logging.info("eval step %d: %s", result["step"],
@@ -240,7 +242,7 @@ class SquadWorkflow(FinetuneWorkflow):
     metrics = None
     if info["data"].labeled:
       metrics = self.metrics(predictions, null_odds, info["data"])
-      metrics.update(checkpoint=ckpt, step=checkpoint_step(ckpt))
+      metrics.update(checkpoint=ckpt, step=checkpoint_number(ckpt))
     return self.write_predictions(self.predict_dir(), predictions, nbest,
                                   null_odds, metrics, info["data"].version)
 
@@ -256,7 +258,6 @@ class SquadWorkflow(FinetuneWorkflow):
     return out
 
   def export_model(self, model, export_dir):
-    from xlnet_tf.export import export_squad
     return export_squad(model, export_dir, self.opts.max_seq_length,
                         self.opts.start_n_top, self.opts.end_n_top)
 
