@@ -115,18 +115,6 @@ def run_main(program: str, body: Callable[[], Optional[int]]) -> int:
     return 2
 
 
-def check_readable_file(path: str, flag: str) -> None:
-  """UsageError unless `path` is a readable file; names the flag."""
-  if not path:
-    raise UsageError(f"--{flag} is required")
-  if not os.path.exists(path):
-    raise UsageError(f"--{flag}={path}: no such file")
-  if os.path.isdir(path):
-    raise UsageError(f"--{flag}={path}: is a directory, expected a file")
-  if not os.access(path, os.R_OK):
-    raise UsageError(f"--{flag}={path}: not readable")
-
-
 def check_writable_dir(path: str, flag: str, value: Optional[str] = None
                        ) -> None:
   """UsageError unless `path` is, or can be made as, a writable directory

@@ -4,6 +4,7 @@
 tests that need it, saying so; in CI (CI=true) it is an error.
 """
 
+import hashlib
 import os
 
 import numpy as np
@@ -86,3 +87,26 @@ def corpus_slice(shared_path, directory, n_lines):
 
 def spiece_path(shared_path):
   return os.path.join(shared_path, "data", "spiece", "spiece.model")
+
+
+def tree_digest(path, skip=()):
+  """What is at `path`: relative path -> sha256 of the file's bytes, or
+  "dir", for everything below it (folders named in `skip` left out); a file
+  gives {".": its sha256}. Tests compare it before and after a command to
+  show that nothing the user had was changed."""
+  path = str(path)
+
+  def sha(file):
+    with open(file, "rb") as f:
+      return hashlib.sha256(f.read()).hexdigest()
+  if os.path.isfile(path):
+    return {".": sha(path)}
+  out = {}
+  for base, dirs, files in os.walk(path):
+    dirs[:] = [d for d in dirs if d not in skip]
+    for name in dirs:
+      out[os.path.relpath(os.path.join(base, name), path)] = "dir"
+    for name in files:
+      out[os.path.relpath(os.path.join(base, name), path)] = sha(
+          os.path.join(base, name))
+  return out

@@ -4,7 +4,6 @@ safetensors file. Each is one line naming the checkpoint, the file and what
 is wrong (and the tensor where one is read), from the loaders, the convert
 CLI and a fine-tuning script; the damaged files stay as they were."""
 
-import hashlib
 import os
 import shutil
 import subprocess
@@ -16,7 +15,7 @@ import tensorflow as tf
 import xlnet_tf as xt
 from xlnet_tf import checkpoint, convert, hf
 from xlnet_tf.training import TrainOptions
-from conftest import spiece_path
+from conftest import spiece_path, tree_digest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = xt.XLNetConfig(n_layer=2, d_model=16, n_head=2, d_head=8, d_inner=32,
@@ -47,11 +46,6 @@ def _copy(sources, kind, tmp_path):
   return target
 
 
-def _hashes(directory):
-  return {name: hashlib.sha256((directory / name).read_bytes()).hexdigest()
-          for name in sorted(os.listdir(directory))}
-
-
 def _offset_of(prefix, name):
   """Where tensor `name`'s bytes start in the (single) data file."""
   value = tf.train.load_checkpoint(prefix).get_tensor(name).tobytes()
@@ -73,10 +67,10 @@ def _truncate(path, keep):
 def _load_error(directory, load=xt.load_original_checkpoint):
   """The message of loading the checkpoint in `directory`; asserts that the
   load left every file as it was."""
-  before = _hashes(directory)
+  before = tree_digest(directory)
   with pytest.raises(xt.CheckpointError) as err:
     load(xt.XLNetModel(CONFIG), str(directory / "model.ckpt"))
-  assert _hashes(directory) == before
+  assert tree_digest(directory) == before
   return str(err.value)
 
 
@@ -222,10 +216,10 @@ def test_check_checkpoint_of_truncated_hf_directory(sources, tmp_path):
 
 
 def _convert(capsys, directory, *args):
-  before = _hashes(directory)
+  before = tree_digest(directory)
   code = convert.main(list(args))
   err = capsys.readouterr().err
-  assert _hashes(directory) == before
+  assert tree_digest(directory) == before
   return code, err
 
 
@@ -310,7 +304,7 @@ def test_missing_shard_of_sharded_hf_directory(sources, tmp_path):
 def test_run_classifier_damaged_init_checkpoint(shared, sources, tmp_path):
   d = _copy(sources, "original", tmp_path)
   _truncate(d / "model.ckpt.index", 100)
-  before = _hashes(d)
+  before = tree_digest(d)
   config = tmp_path / "xlnet_config.json"
   CONFIG.to_json(str(config))
   res = subprocess.run(
@@ -326,6 +320,6 @@ def test_run_classifier_damaged_init_checkpoint(shared, sources, tmp_path):
       f"run_classifier: --init_checkpoint={d}/model.ckpt: damaged checkpoint: "
       "model.ckpt.index is truncated or not a checkpoint index (100 bytes, no "
       "SSTable magic number at its end)")
-  assert _hashes(d) == before
+  assert tree_digest(d) == before
   assert not os.path.exists(tmp_path / "data")  # no features were built
   assert not tf.train.latest_checkpoint(str(tmp_path / "model"))

@@ -4,7 +4,6 @@ an export, ordinary permissions, stale temp cleanup, and
 `xlnet-saved-model-cli`'s one-line errors."""
 
 import errno
-import hashlib
 import json
 import os
 import shutil
@@ -24,30 +23,12 @@ from xlnet_tf.export import export_classifier
 from xlnet_tf.export_dir import EXPORT_MARKER, remove_stale_export_temps
 from xlnet_tf.workflows.finetune import check_finetune_export
 from xlnet_tf.tasks import ClassifierTask
-from conftest import spiece_path
+from conftest import spiece_path, tree_digest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = xt.XLNetConfig(n_layer=2, d_model=16, n_head=2, d_head=8, d_inner=32,
                       n_token=32000, ff_activation="gelu", untie_r=True)
 LABELS = ["contradiction", "entailment", "neutral"]
-
-
-def snapshot(path):
-  """Every entry under `path` (or the file itself): relative path ->
-  sha256 of its bytes, or "dir"."""
-  if os.path.isfile(path):
-    with open(path, "rb") as f:
-      return {".": hashlib.sha256(f.read()).hexdigest()}
-  out = {}
-  for dirpath, dirnames, filenames in os.walk(path):
-    for name in dirnames:
-      out[os.path.relpath(os.path.join(dirpath, name), path)] = "dir"
-    for name in filenames:
-      full = os.path.join(dirpath, name)
-      with open(full, "rb") as f:
-        out[os.path.relpath(full, path)] = hashlib.sha256(
-            f.read()).hexdigest()
-  return out
 
 
 def temps(directory):
@@ -132,11 +113,11 @@ def test_export_refuses_what_is_not_its_own_export(model, tmp_path, case):
   make, reason = REFUSALS[case]
   target = str(tmp_path / "target")
   make(target)
-  before = snapshot(target)
+  before = tree_digest(target)
   with pytest.raises(UserError) as e:
     _export(model, target)
   assert str(e.value) == f"--export_dir={target}: {reason}"
-  assert snapshot(target) == before
+  assert tree_digest(target) == before
   assert temps(tmp_path) == []
 
 
@@ -231,9 +212,9 @@ def test_export_replaces_its_previous_export(model, previous, tmp_path,
   other = xt.XLNetClassifier(TINY, xt.RunOptions(), n_class=3,
                              task_name="mnli")  # new random weights
   other.build(None)
-  old = snapshot(str(target))
+  old = tree_digest(str(target))
   _export(other, target)
-  new = snapshot(str(target))
+  new = tree_digest(str(target))
   assert set(new) == set(old)
   assert new["variables/variables.data-00000-of-00001"] != \
       old["variables/variables.data-00000-of-00001"]
@@ -251,15 +232,17 @@ def test_failed_export_keeps_the_previous_one(model, previous, tmp_path,
                                               monkeypatch):
   target = tmp_path / "sm"
   shutil.copytree(previous, target)
-  before = snapshot(str(target))
+  before = tree_digest(str(target))
 
   def full_disk(module, path, signatures=None):
     write(os.path.join(path, "variables", "variables.index"), b"partial")
     raise OSError(errno.ENOSPC, "No space left on device", path)
   monkeypatch.setattr(tf.saved_model, "save", full_disk)
-  with pytest.raises(OSError):
+  with pytest.raises(UserError) as e:
     _export(model, target)
-  assert snapshot(str(target)) == before
+  assert str(e.value) == (f"{target}: no space left on device while "
+                          "exporting (a previous export there is kept)")
+  assert tree_digest(str(target)) == before
   assert temps(tmp_path) == []
 
 
@@ -275,7 +258,7 @@ def test_export_has_ordinary_permissions(model, tmp_path, umask, dir_mode,
   root = str(tmp_path / "sm")
   assert os.stat(root).st_mode & 0o777 == dir_mode
   modes = {rel: (os.stat(os.path.join(root, rel)).st_mode & 0o777, kind)
-           for rel, kind in snapshot(root).items()}
+           for rel, kind in tree_digest(root).items()}
   assert modes["variables"] == (dir_mode, "dir")
   assert {m for m, kind in modes.values() if kind == "dir"} == {dir_mode}
   assert {m for m, kind in modes.values() if kind != "dir"} == {file_mode}
@@ -311,10 +294,10 @@ def test_stale_export_temps_are_removed_and_nothing_else(model, tmp_path):
     make(str(tmp_path / name))
   write(str(tmp_path / ".tmp-export-notes"))  # a user's dotfile
   write(str(tmp_path / f".tmp-export-{host}-{dead}-feedf00d"))  # a file
-  before = {n: snapshot(str(tmp_path / n)) for n in os.listdir(tmp_path)
+  before = {n: tree_digest(str(tmp_path / n)) for n in os.listdir(tmp_path)
             if n not in (ours_dead.name, ours_dead_old.name, legacy_old.name)}
   _export(model, tmp_path / "sm")
-  after = {n: snapshot(str(tmp_path / n)) for n in os.listdir(tmp_path)
+  after = {n: tree_digest(str(tmp_path / n)) for n in os.listdir(tmp_path)
            if n != "sm"}
   assert after == before
   assert not os.path.exists(ours_dead) and not os.path.exists(ours_dead_old)
@@ -329,7 +312,7 @@ def test_run_classifier_refuses_export_dir_before_training(shared, tmp_path):
   TINY.to_json(config)
   export_dir = str(tmp_path / "mine")
   _user_dir(export_dir)
-  before = snapshot(export_dir)
+  before = tree_digest(export_dir)
   res = subprocess.run(
       [sys.executable, "run_classifier.py", "--task_name=rte",
        f"--data_dir={shared}/data/glue/RTE", f"--model_config_path={config}",
@@ -343,7 +326,7 @@ def test_run_classifier_refuses_export_dir_before_training(shared, tmp_path):
       f"run_classifier: --export_dir={export_dir}: exists and is not an "
       "xlnet-tf classifier export (no xlnet_tf_export.json); choose another "
       "directory or remove it yourself")
-  assert snapshot(export_dir) == before
+  assert tree_digest(export_dir) == before
   model_dir = tmp_path / "model"
   assert not model_dir.exists() or not [
       n for n in os.listdir(model_dir)

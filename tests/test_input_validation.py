@@ -5,7 +5,6 @@ malformed RACE passages, SQuAD answers off their offsets and repeated ids,
 binary SentencePiece input, and data files a later step needs."""
 
 import contextlib
-import hashlib
 import io
 import json
 import logging
@@ -29,7 +28,7 @@ from xlnet_tf.workflows.classifier import ClassifierOptions, ClassifierWorkflow
 from xlnet_tf.workflows.race import RaceOptions, RaceWorkflow
 from xlnet_tf.workflows.squad import SquadOptions, SquadWorkflow
 from data_utils.tokenization import SentencePieceTokenizer
-from conftest import corpus_slice, spiece_path
+from conftest import corpus_slice, spiece_path, tree_digest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = xt.XLNetConfig(n_layer=1, d_model=16, n_head=2, d_head=8, d_inner=32,
@@ -98,17 +97,6 @@ def _squad_file(path, qas, context="The cat sat on the mat."):
 def _qa(qid, text="cat", start=4):
   return {"id": qid, "question": "Who sat?",
           "answers": [{"text": text, "answer_start": start}]}
-
-
-def _digests(root):
-  """Path -> sha256 of every file under `root`."""
-  out = {}
-  for folder, _, names in os.walk(root):
-    for name in names:
-      path = os.path.join(folder, name)
-      with open(path, "rb") as f:
-        out[path] = hashlib.sha256(f.read()).hexdigest()
-  return out
 
 
 # 1. Non-finite regression scores -------------------------------------------
@@ -499,7 +487,7 @@ def _assert_refused_before_training(res, line, tmp_path, data, digests):
   # Nothing was trained or cached; the user's files are as they were.
   assert not os.path.exists(tmp_path / "model")
   assert not os.path.exists(tmp_path / "proc")
-  assert _digests(data) == digests
+  assert tree_digest(data) == digests
 
 
 def _common_flags(shared, tmp_path):
@@ -513,7 +501,7 @@ def _common_flags(shared, tmp_path):
 
 def test_run_classifier_missing_dev_fails_before_training(shared, tmp_path):
   data = _rte_dir(tmp_path / "RTE", files=("train.tsv",))
-  digests = _digests(data)
+  digests = tree_digest(data)
   res = _script("run_classifier.py", _common_flags(shared, tmp_path) + [
       "--task_name=rte", f"--data_dir={data}", "--max_seq_length=16",
       "--do_train", "--do_eval"])
@@ -527,7 +515,7 @@ def test_run_race_bad_dev_passage_fails_before_training(shared, tmp_path):
   bad = os.path.join(data, "dev", "high", "1.txt")
   with open(bad, "w", encoding="utf-8") as f:
     json.dump(_passage(options=["ABCD"]), f)
-  digests = _digests(data)
+  digests = tree_digest(data)
   res = _script("run_race.py", _common_flags(shared, tmp_path) + [
       f"--data_dir={data}", "--max_seq_length=64", "--max_qa_length=16",
       "--do_train", "--do_eval"])
@@ -541,7 +529,7 @@ def test_run_squad_missing_predict_file_fails_before_training(shared,
   data = tmp_path / "squad"
   data.mkdir()
   train = _squad_file(data / "train.json", [_qa("q1")])
-  digests = _digests(data)
+  digests = tree_digest(data)
   missing = data / "dev-v1.1.json"
   res = _script("run_squad.py", _common_flags(shared, tmp_path) + [
       f"--train_file={train}", f"--predict_file={missing}",

@@ -5,7 +5,6 @@ flags are one-line errors that leave model_dir as it was."""
 
 import dataclasses
 import errno
-import hashlib
 import json
 import os
 import re
@@ -29,22 +28,9 @@ from xlnet_tf.tasks import ClassifierTask
 from xlnet_tf.training import (TrainOptions, Trainer, TrainTask,
                                remove_checkpoint_temps)
 from xlnet_tf.workflows.finetune import check_finetune_training
-from conftest import corpus_slice, spiece_path
+from conftest import corpus_slice, spiece_path, tree_digest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _hashes(directory, skip=()):
-  """{relative path: sha256} of every file under `directory`."""
-  out = {}
-  for base, dirs, files in os.walk(directory):
-    dirs[:] = [d for d in dirs if d not in skip]
-    for name in files:
-      path = os.path.join(base, name)
-      with open(path, "rb") as f:
-        out[os.path.relpath(path, directory)] = hashlib.sha256(
-            f.read()).hexdigest()
-  return out
 
 
 # A tiny task: a linear model whose loss is multiplied by `bad` (nan, inf)
@@ -88,7 +74,7 @@ def _poison_data(steps, bad_step=None, batch=4):
 
 
 def _checkpoint_files(model_dir):
-  return _hashes(model_dir, skip=("train",))  # summaries keep growing
+  return tree_digest(model_dir, skip=("train",))  # summaries keep growing
 
 
 @pytest.mark.parametrize("bad_step,bad,kept", [
@@ -199,10 +185,10 @@ def test_next_run_removes_only_interrupted_checkpoint_saves(tmp_path):
   (d / "ckpt-3_temp.bak").mkdir()
   (d / "ckpt-3_temp.bak" / "part-00000-of-00001.index").write_text("x")
   (d / "other.txt").write_text("keep")
-  before = _hashes(d)
+  before = tree_digest(d)
   Trainer(PoisonTask(), TrainOptions(model_dir=str(d), train_steps=1,
                                      iterations=1)).train(_poison_data(1), 4)
-  after = _hashes(d, skip=("train",))
+  after = tree_digest(d, skip=("train",))
   assert not ours.exists()
   kept = {k: v for k, v in before.items() if not k.startswith("ckpt-7_temp")}
   assert {k: after[k] for k in kept} == kept
@@ -424,7 +410,7 @@ def test_run_pretrain_one_line_errors_leave_model_dir_alone(records, trained,
        f"a run with untie_r=false {again}"),
   ]
   argvs = [_pretrain_flags(records, d) + extra for d, extra, _ in cases]
-  before = {d: _hashes(d) for d in (model_dir, bare)}
+  before = {d: tree_digest(d) for d in (model_dir, bare)}
   res = subprocess.run([sys.executable, "-c", CHECKER], cwd=ROOT,
                        input=json.dumps(argvs), capture_output=True,
                        text=True, timeout=600)
@@ -432,6 +418,6 @@ def test_run_pretrain_one_line_errors_leave_model_dir_alone(records, trained,
   got = json.loads(res.stdout.strip().splitlines()[-1])
   assert got == [[2, f"run_pretrain: {m}"] for _, _, m in cases]
   for d, hashes in before.items():
-    assert _hashes(d) == hashes  # nothing written, nothing removed
+    assert tree_digest(d) == hashes  # nothing written, nothing removed
   assert not os.path.exists(fresh)
   assert sorted(os.listdir(tmp_path)) == ["bare", "file"]

@@ -27,7 +27,8 @@ import tensorflow as tf
 from absl import logging
 
 from data_utils.atomic import host_name, writer_gone
-from data_utils.errors import UsageError, UserError, check_writable_dir
+from data_utils.errors import (UsageError, UserError, check_writable_dir,
+                               is_disk_full)
 from xlnet_tf import __version__
 
 EXPORT_MARKER = "xlnet_tf_export.json"
@@ -286,6 +287,11 @@ def save_atomically(module: tf.Module, signatures: dict, export_dir: str,
       os.rename(target, old)
       os.rename(tmp, target)
       _remove_replaced(old)
+  except Exception as e:  # pylint: disable=broad-except
+    if is_disk_full(e):
+      raise UserError(f"{export_dir}: no space left on device while "
+                      "exporting (a previous export there is kept)") from None
+    raise
   finally:
     if os.path.isdir(tmp) and _only_export_entries(os.listdir(tmp)):
       shutil.rmtree(tmp, ignore_errors=True)
