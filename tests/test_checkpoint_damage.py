@@ -2,7 +2,8 @@
 file, a truncated, missing, garbage or bit-flipped index, a truncated
 safetensors file. Each is one line naming the checkpoint, the file and what
 is wrong (and the tensor where one is read), from the loaders, the convert
-CLI and a fine-tuning script; the damaged files stay as they were."""
+CLI and a fine-tuning script; the damaged files stay as they were. The
+convert CLI also never replaces a target's files without --overwrite."""
 
 import os
 import shutil
@@ -299,6 +300,25 @@ def test_missing_shard_of_sharded_hf_directory(sources, tmp_path):
 # --------------------------------------------------------------------------
 # A fine-tuning script: the preflight refuses the damaged --init_checkpoint
 # before building features or training.
+
+
+@pytest.mark.parametrize("to_format,existing", [
+    ("original", "model.ckpt.index"), ("original", "checkpoint"),
+    ("original", "xlnet_config.json"), ("hf", "model.safetensors")])
+def test_convert_never_replaces_a_target_without_overwrite(
+    sources, tmp_path, capsys, to_format, existing):
+  target = tmp_path / "target"
+  target.mkdir()
+  (target / existing).write_bytes(b"someone's file")
+  code, err = _convert(capsys, target, f"--from={sources}/original/model.ckpt",
+                       f"--to={target}", f"--to_format={to_format}")
+  assert (code, err) == (2, f"convert: error: --to={target}: {target}/"
+                            f"{existing} exists; choose another --to, or pass "
+                            "--overwrite to replace it\n")
+  assert convert.main([f"--from={sources}/original/model.ckpt",
+                       f"--to={target}", f"--to_format={to_format}",
+                       "--overwrite"]) == 0
+  assert (target / existing).read_bytes() != b"someone's file"  # replaced
 
 
 def test_run_classifier_damaged_init_checkpoint(shared, sources, tmp_path):

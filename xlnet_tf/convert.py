@@ -23,6 +23,7 @@ the model had no place for (unused). original/native targets get an
 from __future__ import annotations
 
 import argparse
+import glob
 import os
 import re
 import sys
@@ -78,6 +79,8 @@ def _parser() -> argparse.ArgumentParser:
                  "detected otherwise)")
   p.add_argument("--config", help=f"{CONFIG_NAME} (default: the one beside "
                  "the source checkpoint, or the HF config.json)")
+  p.add_argument("--overwrite", action="store_true",
+                 help="replace the target's files if they exist")
   return p
 
 
@@ -176,11 +179,39 @@ def _target_prefix(target: str) -> str:
   return target
 
 
+def target_files(target: str, to_format: str) -> List[str]:
+  """The files a conversion to `target` writes or replaces (checkpoint data
+  files by pattern: their shard count is known only once written)."""
+  if to_format == "hf":
+    return [os.path.join(target, name) for name in ("config.json",
+                                                    "model.safetensors")]
+  prefix = _target_prefix(target)
+  directory = os.path.dirname(os.path.abspath(prefix))
+  return [prefix + ".index", prefix + ".data-*",
+          os.path.join(directory, CONFIG_NAME),
+          os.path.join(directory, "checkpoint")]
+
+
+def check_target(args) -> None:
+  """Refuses, before any work, to replace a file that is already there
+  (someone's checkpoint, config or a training run's `checkpoint` state
+  file) unless --overwrite."""
+  if args.overwrite:
+    return
+  for pattern in target_files(args.target, args.to_format):
+    found = sorted(glob.glob(glob.escape(os.path.dirname(pattern)) + os.sep +
+                             os.path.basename(pattern)))
+    if found:
+      raise ConvertError(f"--to={args.target}: {found[0]} exists; choose "
+                         "another --to, or pass --overwrite to replace it")
+
+
 def convert(args) -> List[str]:
   """Does the conversion `args` asks for; returns the report lines."""
   from xlnet_tf import checkpoint, hf
   from xlnet_tf.encoder import XLNetModel
 
+  check_target(args)
   fmt = args.from_format
   if fmt == "auto":
     fmt = _detect_format(args.source)
