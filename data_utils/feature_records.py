@@ -56,9 +56,8 @@ def _tf_text(e) -> str:
 def count_records(path: str) -> int:
   """The number of records in a TFRecord file, reading every one (length
   and data CRCs are checked); raises TF's DataLossError on a bad record.
-  Batched so the per-record cost vanishes: ~1 GB/s from the page cache on
-  the 2-core machine (unbatched 80 MB/s, eager iteration 55 MB/s; measured
-  on 339 MB of pretraining records)."""
+  Batched, so the per-record cost of the dataset vanishes (see
+  benchmarks/README.md)."""
   ds = tf.data.TFRecordDataset(path, buffer_size=1 << 22).batch(1024)
   return int(ds.reduce(np.int64(0), lambda n, batch: n + tf.cast(
       tf.shape(batch)[0], tf.int64)))

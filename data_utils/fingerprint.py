@@ -2,8 +2,8 @@
 pretraining records): a cache is reused only while the bytes it was built
 from are the same, whatever happened to their paths or modification times.
 
-Every fingerprint is a sha256 hex digest. Hashing reads at several hundred
-MB/s, far faster than tokenizing the same text, so it is done on every run.
+Every fingerprint is a sha256 hex digest. Hashing is far cheaper than
+tokenizing the same text, so it is done on every run.
 """
 
 from __future__ import annotations

@@ -154,8 +154,7 @@ def check_record_files(info: dict) -> None:
   """Reads every record of the files of `load_record_infos` (CRCs and
   counts) before training, so a cut-short or corrupt file is a one-line
   DataError naming it and the offset instead of a failure deep in the
-  training loop. Reads ~1 GB/s from the page cache (339 MB of records in
-  0.33 s on the 2-core machine), else at the disk's speed."""
+  training loop (its speed: benchmarks/README.md)."""
   for path in info["filenames"]:
     problem = record_problem(path, info.get("num_records", {}).get(path))
     if problem:
