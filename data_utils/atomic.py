@@ -19,7 +19,7 @@ import socket
 import tempfile
 from typing import List
 
-from data_utils.errors import UserError, is_disk_full
+from data_utils.errors import disk_full_is
 
 TEMP_PREFIX = ".tmp-xlnet-"
 # mkstemp's random part is lower-case letters, digits and "_".
@@ -113,14 +113,11 @@ def atomic_path(path: str):
   fd, tmp = tempfile.mkstemp(dir=directory, prefix=temp_prefix())
   os.close(fd)
   try:
-    yield tmp
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
-  except Exception as e:  # pylint: disable=broad-except
-    if is_disk_full(e):
-      raise UserError(f"{path}: no space left on device (not written; what "
-                      "was there before is kept)") from None
-    raise
+    with disk_full_is(f"{path}: no space left on device (not written; what "
+                      "was there before is kept)"):
+      yield tmp
+      os.chmod(tmp, 0o644)
+      os.replace(tmp, path)
   finally:
     if os.path.exists(tmp):
       os.remove(tmp)

@@ -20,6 +20,7 @@ Every entry point's body runs through `run_main`:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -88,6 +89,18 @@ def is_disk_full(e: BaseException) -> bool:
   errors = _tf_errors()
   return errors is not None and isinstance(e, errors.OpError) and \
       "No space left on device" in str(e)
+
+
+@contextlib.contextmanager
+def disk_full_is(message: str):
+  """Inside the block, a write that fails for lack of space raises
+  `UserError(message)` (one line naming what was being written)."""
+  try:
+    yield
+  except Exception as e:  # pylint: disable=broad-except
+    if is_disk_full(e):
+      raise UserError(message) from None
+    raise
 
 
 def user_message(e: BaseException) -> Optional[str]:

@@ -6,6 +6,8 @@ tests that need it, saying so; in CI (CI=true) it is an error.
 
 import hashlib
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -110,3 +112,23 @@ def tree_digest(path, skip=()):
       out[os.path.relpath(os.path.join(base, name), path)] = sha(
           os.path.join(base, name))
   return out
+
+
+def refused_line(script, args, timeout=600):
+  """Runs entry script `script` (from the project root) with `args`;
+  asserts it refused as a user error does (exit code 2, no traceback) and
+  returns its last stderr line."""
+  res = subprocess.run([sys.executable, script, *args], cwd=ROOT,
+                       capture_output=True, text=True, timeout=timeout)
+  assert res.returncode == 2, res.stderr[-3000:]
+  assert "Traceback" not in res.stderr
+  return res.stderr.strip().splitlines()[-1]
+
+
+def rte_flags(shared_path, tmp_path, config):
+  """run_classifier flags for RTE with model config file `config`, features
+  in tmp_path/data and the model in tmp_path/model."""
+  return ["--task_name=rte", f"--data_dir={shared_path}/data/glue/RTE",
+          f"--model_config_path={config}",
+          f"--spiece_model_file={spiece_path(shared_path)}",
+          f"--output_dir={tmp_path}/data", f"--model_dir={tmp_path}/model"]

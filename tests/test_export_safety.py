@@ -23,7 +23,7 @@ from xlnet_tf.export import export_classifier
 from xlnet_tf.export_dir import EXPORT_MARKER, remove_stale_export_temps
 from xlnet_tf.workflows.finetune import check_finetune_export
 from xlnet_tf.tasks import ClassifierTask
-from conftest import spiece_path, tree_digest
+from conftest import refused_line, rte_flags, spiece_path, tree_digest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = xt.XLNetConfig(n_layer=2, d_model=16, n_head=2, d_head=8, d_inner=32,
@@ -313,16 +313,10 @@ def test_run_classifier_refuses_export_dir_before_training(shared, tmp_path):
   export_dir = str(tmp_path / "mine")
   _user_dir(export_dir)
   before = tree_digest(export_dir)
-  res = subprocess.run(
-      [sys.executable, "run_classifier.py", "--task_name=rte",
-       f"--data_dir={shared}/data/glue/RTE", f"--model_config_path={config}",
-       f"--spiece_model_file={spiece_path(shared)}",
-       f"--output_dir={tmp_path}/data", f"--model_dir={tmp_path}/model",
-       f"--export_dir={export_dir}", "--do_train", "--max_seq_length=32",
-       "--train_batch_size=8", "--train_steps=2", "--iterations=1"],
-      cwd=ROOT, capture_output=True, text=True, timeout=600)
-  assert res.returncode == 2 and "Traceback" not in res.stderr
-  assert res.stderr.strip().splitlines()[-1] == (
+  flags = rte_flags(shared, tmp_path, config)
+  assert refused_line("run_classifier.py", flags + [
+      f"--export_dir={export_dir}", "--do_train", "--max_seq_length=32",
+      "--train_batch_size=8", "--train_steps=2", "--iterations=1"]) == (
       f"run_classifier: --export_dir={export_dir}: exists and is not an "
       "xlnet-tf classifier export (no xlnet_tf_export.json); choose another "
       "directory or remove it yourself")

@@ -9,8 +9,6 @@ import io
 import json
 import logging
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -28,7 +26,7 @@ from xlnet_tf.workflows.classifier import ClassifierOptions, ClassifierWorkflow
 from xlnet_tf.workflows.race import RaceOptions, RaceWorkflow
 from xlnet_tf.workflows.squad import SquadOptions, SquadWorkflow
 from data_utils.tokenization import SentencePieceTokenizer
-from conftest import corpus_slice, spiece_path, tree_digest
+from conftest import corpus_slice, refused_line, spiece_path, tree_digest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = xt.XLNetConfig(n_layer=1, d_model=16, n_head=2, d_head=8, d_inner=32,
@@ -475,15 +473,9 @@ def test_race_and_squad_missing_inputs(shared, tmp_path):
       "nothing to evaluate against; use --do_predict")
 
 
-def _script(script, args):
-  return subprocess.run([sys.executable, script, *args], cwd=ROOT,
-                        capture_output=True, text=True, timeout=600)
-
-
-def _assert_refused_before_training(res, line, tmp_path, data, digests):
-  assert res.returncode == 2, res.stderr[-3000:]
-  assert "Traceback" not in res.stderr
-  assert res.stderr.strip().splitlines()[-1] == line
+def _assert_refused_before_training(script, args, line, tmp_path, data,
+                                    digests):
+  assert refused_line(script, args) == line
   # Nothing was trained or cached; the user's files are as they were.
   assert not os.path.exists(tmp_path / "model")
   assert not os.path.exists(tmp_path / "proc")
@@ -502,11 +494,11 @@ def _common_flags(shared, tmp_path):
 def test_run_classifier_missing_dev_fails_before_training(shared, tmp_path):
   data = _rte_dir(tmp_path / "RTE", files=("train.tsv",))
   digests = tree_digest(data)
-  res = _script("run_classifier.py", _common_flags(shared, tmp_path) + [
-      "--task_name=rte", f"--data_dir={data}", "--max_seq_length=16",
-      "--do_train", "--do_eval"])
   _assert_refused_before_training(
-      res, f"run_classifier: --data_dir={data}: dev.tsv not found (needed by "
+      "run_classifier.py", _common_flags(shared, tmp_path) + [
+          "--task_name=rte", f"--data_dir={data}", "--max_seq_length=16",
+          "--do_train", "--do_eval"],
+      f"run_classifier: --data_dir={data}: dev.tsv not found (needed by "
       "--do_eval for split 'dev')", tmp_path, data, digests)
 
 
@@ -516,11 +508,11 @@ def test_run_race_bad_dev_passage_fails_before_training(shared, tmp_path):
   with open(bad, "w", encoding="utf-8") as f:
     json.dump(_passage(options=["ABCD"]), f)
   digests = tree_digest(data)
-  res = _script("run_race.py", _common_flags(shared, tmp_path) + [
-      f"--data_dir={data}", "--max_seq_length=64", "--max_qa_length=16",
-      "--do_train", "--do_eval"])
   _assert_refused_before_training(
-      res, f"run_race: {bad}: question 0 needs 4 options (a list of 4 "
+      "run_race.py", _common_flags(shared, tmp_path) + [
+          f"--data_dir={data}", "--max_seq_length=64", "--max_qa_length=16",
+          "--do_train", "--do_eval"],
+      f"run_race: {bad}: question 0 needs 4 options (a list of 4 "
       "strings), got a string", tmp_path, data, digests)
 
 
@@ -531,10 +523,10 @@ def test_run_squad_missing_predict_file_fails_before_training(shared,
   train = _squad_file(data / "train.json", [_qa("q1")])
   digests = tree_digest(data)
   missing = data / "dev-v1.1.json"
-  res = _script("run_squad.py", _common_flags(shared, tmp_path) + [
-      f"--train_file={train}", f"--predict_file={missing}",
-      "--max_seq_length=32", "--max_query_length=8", "--do_train",
-      "--do_predict"])
   _assert_refused_before_training(
-      res, f"run_squad: --predict_file={missing}: no such file (needed by "
+      "run_squad.py", _common_flags(shared, tmp_path) + [
+          f"--train_file={train}", f"--predict_file={missing}",
+          "--max_seq_length=32", "--max_query_length=8", "--do_train",
+          "--do_predict"],
+      f"run_squad: --predict_file={missing}: no such file (needed by "
       "--do_predict)", tmp_path, data, digests)

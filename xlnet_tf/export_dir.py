@@ -28,7 +28,7 @@ from absl import logging
 
 from data_utils.atomic import host_name, writer_gone
 from data_utils.errors import (UsageError, UserError, check_writable_dir,
-                               is_disk_full)
+                               disk_full_is)
 from xlnet_tf import __version__
 
 EXPORT_MARKER = "xlnet_tf_export.json"
@@ -270,28 +270,25 @@ def save_atomically(module: tf.Module, signatures: dict, export_dir: str,
                      f"{secrets.token_hex(4)}")
   os.mkdir(tmp)
   try:
-    tf.saved_model.save(module, tmp, signatures=signatures)
-    marker = {"format": MARKER_FORMAT, "kind": kind,
-              "files": sorted(os.listdir(tmp)),
-              "signatures": sorted(signatures),
-              "xlnet_tf_version": __version__}
-    with open(os.path.join(tmp, EXPORT_MARKER), "w", encoding="utf-8") as f:
-      f.write(json.dumps(marker, indent=2, sort_keys=True) + "\n")
-    _set_ordinary_modes(tmp)
-    if not os.path.isdir(target):
-      os.rename(tmp, target)  # fails, writing nothing, if a file appeared
-    elif _exchange(tmp, target):
-      _remove_replaced(tmp)  # `tmp` now names the previous export
-    else:
-      old = tmp + "-old"
-      os.rename(target, old)
-      os.rename(tmp, target)
-      _remove_replaced(old)
-  except Exception as e:  # pylint: disable=broad-except
-    if is_disk_full(e):
-      raise UserError(f"{export_dir}: no space left on device while "
-                      "exporting (a previous export there is kept)") from None
-    raise
+    with disk_full_is(f"{export_dir}: no space left on device while "
+                      "exporting (a previous export there is kept)"):
+      tf.saved_model.save(module, tmp, signatures=signatures)
+      marker = {"format": MARKER_FORMAT, "kind": kind,
+                "files": sorted(os.listdir(tmp)),
+                "signatures": sorted(signatures),
+                "xlnet_tf_version": __version__}
+      with open(os.path.join(tmp, EXPORT_MARKER), "w", encoding="utf-8") as f:
+        f.write(json.dumps(marker, indent=2, sort_keys=True) + "\n")
+      _set_ordinary_modes(tmp)
+      if not os.path.isdir(target):
+        os.rename(tmp, target)  # fails, writing nothing, if a file appeared
+      elif _exchange(tmp, target):
+        _remove_replaced(tmp)  # `tmp` now names the previous export
+      else:
+        old = tmp + "-old"
+        os.rename(target, old)
+        os.rename(tmp, target)
+        _remove_replaced(old)
   finally:
     if os.path.isdir(tmp) and _only_export_entries(os.listdir(tmp)):
       shutil.rmtree(tmp, ignore_errors=True)
