@@ -128,7 +128,7 @@ def check_flags(f) -> None:
 # the run's), and use_float16 (loss scaling changes the optimizer's state).
 # The learning-rate schedule and train_steps are not recorded: they may
 # change.
-RESUMABLE_CHANGES = ("recompute", "use_bfloat16")
+RESUMABLE_CHANGES = ("recompute", "use_bfloat16", "fast_kernels")
 
 _CKPT_VALUE = "/.ATTRIBUTES/VARIABLE_VALUE"
 # Native checkpoint keys (the Trainer's) -> the config keys of their dims.
@@ -183,7 +183,7 @@ def recorded_run(model_dir: str) -> Dict[str, object]:
 
 def _shown(key: str, value) -> str:
   if key in ("mem_len", "reuse_len") and value is None:
-    value = 0  # the flag's 0 is RunOptions' None
+    value = 0  # runs recorded before RunOptions said 0
   return str(value).lower() if isinstance(value, bool) else str(value)
 
 
@@ -233,7 +233,7 @@ def _pretrain(f) -> int:
   options = xlnet_tf.RunOptions(
       dropout=f.dropout, dropatt=f.dropatt, init=f.init,
       init_std=f.init_std, init_range=f.init_range,
-      mem_len=f.mem_len or None, reuse_len=f.reuse_len, attn_type="bi",
+      mem_len=f.mem_len, reuse_len=f.reuse_len, attn_type="bi",
       bi_data=f.bi_data, clamp_len=f.clamp_len, same_length=f.same_length,
       use_bfloat16=f.use_bfloat16,
       use_float16=f.use_float16, recompute=f.recompute)

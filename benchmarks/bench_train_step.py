@@ -119,7 +119,7 @@ def run_ours(tf, size, mode, args):
     model = xt.XLNetPretrainer(cfg, opts)
     b, l, p = m["batch"], m["seq"], m["num_predict"]
     pos = np.sort(rng.choice(l, p, replace=False))
-    feats = {"input_k": ids, "seg_id": seg,
+    feats = {"input_ids": ids, "segment_ids": seg,
              "perm_mask": tf.constant(rng.integers(0, 2, (b, l, l)),
                                       tf.float32),
              "target_mapping": tf.one_hot(np.tile(pos, (b, 1)), l),

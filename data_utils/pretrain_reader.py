@@ -4,8 +4,8 @@ It expands each record's stored factorization order into the features the
 model takes, exactly as the original's `_local_perm` + `num_predict` packing
 would have produced them from that order:
 
-  input_k        [L]     int32 token ids
-  seg_id         [L]     int32
+  input_ids      [L]     int32 token ids (stored as `input`)
+  segment_ids    [L]     int32 (stored as `seg_id`, the original's name)
   perm_mask      [L, L]  float, [i, j] = 1: i may not attend j
   target_mapping [P, L]  float one-hot rows (all-zero on padding)
   input_q        [L]     float, 1 = predicted position
@@ -76,8 +76,8 @@ def expand_example(example: Dict[str, tf.Tensor], reuse_len: int
       tf.concat([tf.zeros([non_reuse, reuse_len]), bottom], axis=1)], axis=0)
   target_mapping = tf.one_hot(positions, seq_len) * target_mask[:, None]
   return {
-      "input_k": tf.cast(tokens, tf.int32),
-      "seg_id": tf.cast(example["seg_id"], tf.int32),
+      "input_ids": tf.cast(tokens, tf.int32),
+      "segment_ids": tf.cast(example["seg_id"], tf.int32),
       "perm_mask": perm_mask,
       "target_mapping": target_mapping,
       "input_q": tf.cast(is_target, tf.float32),

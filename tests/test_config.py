@@ -24,11 +24,11 @@ def test_reads_original_config_and_writes_it_back(golden, tmp_path):
 def test_run_options_defaults_are_the_originals():
   assert dataclasses.asdict(xt.RunOptions()) == {
       "dropout": 0.1, "dropatt": 0.1, "init": "normal", "init_std": 0.02,
-      "init_range": 0.1, "mem_len": None, "reuse_len": None,
+      "init_range": 0.1, "mem_len": 0, "reuse_len": 0,
       "attn_type": "bi", "bi_data": False, "clamp_len": -1,
       "same_length": False, "use_bfloat16": False,
       # Ours, off by default: they change memory/precision, not the math.
-      "use_float16": False, "recompute": False}
+      "use_float16": False, "recompute": False, "fast_kernels": True}
 
 
 def test_run_options_one_sixteen_bit_type():
@@ -83,7 +83,8 @@ def test_missing_file(tmp_path):
     ({"attn_type": "causal"}, "'attn_type' must be 'bi' or 'uni'"),
     ({"init": "xavier"}, "'init' must be 'normal' or 'uniform'"),
     ({"dropout": 1.5}, "'dropout' must be in"),
-    ({"mem_len": -1}, "'mem_len' must be None or a non-negative integer"),
+    ({"mem_len": -1}, "'mem_len' must be a non-negative integer"),
+    ({"fast_kernels": 1}, "'fast_kernels' must be true or false"),
 ])
 def test_run_options_validation(kw, message):
   with pytest.raises(xt.ConfigError, match=message):

@@ -50,7 +50,7 @@ def test_finetune_memory_is_each_layers_input(golden):
   case = golden("case_finetune")
   model = xt.XLNetModel(case.config, case.options(mem_len=6))
   xt.load_original_checkpoint(model, case.ckpt)
-  out = model(case["input_ids_bm"], seg_ids=case["seg_ids_bm"],
+  out = model(case["input_ids_bm"], segment_ids=case["seg_ids_bm"],
               input_mask=case["input_mask_bm"])
   assert len(out["new_mems"]) == 2
   for layer, mem in enumerate(out["new_mems"]):
@@ -61,7 +61,7 @@ def test_finetune_memory_is_each_layers_input(golden):
 def test_finetune_without_mem_len_has_no_memory(golden):
   case = golden("case_finetune")
   model = xt.XLNetModel(case.config, case.options())
-  out = model(case["input_ids_bm"], seg_ids=case["seg_ids_bm"])
+  out = model(case["input_ids_bm"], segment_ids=case["seg_ids_bm"])
   assert out["new_mems"] is None
 
 
@@ -155,14 +155,14 @@ def test_race(golden):
   # [B, C, L] features give the same logits as the original's [B, C * L].
   shaped = {k: v.reshape(2, 4, 10) for k, v in features.items()}
   assert_close(model(shaped)["logits"], case["logits"])
-  hidden = model.encoder(case["input_ids_bm"], seg_ids=case["seg_ids_bm"],
+  hidden = model.encoder(case["input_ids_bm"], segment_ids=case["seg_ids_bm"],
                          input_mask=case["input_mask_bm"])["sequence_output"]
   assert_close(hidden, case["sequence_output_bm"])
   assert_close(model.summary(hidden), case["pooled_last"])
 
 
 def _pretrain_features(case):
-  return {"input_k": case["input_k_bm"], "seg_id": case["seg_id_bm"],
+  return {"input_ids": case["input_k_bm"], "segment_ids": case["seg_id_bm"],
           "perm_mask": case["perm_mask_bm"],
           "target_mapping": case["target_mapping_bm"],
           "input_q": case["input_q_bm"], "target": case["target_bm"],
@@ -183,9 +183,9 @@ def test_pretrain_two_stream(golden):
   for layer, mem in enumerate(out["new_mems"]):
     assert_close(mem, case["new_mems_bm"][layer], name=f"layer {layer}")
   encoded = model.encoder(
-      case["input_k_bm"], seg_ids=case["seg_id_bm"], mems=mems,
+      case["input_k_bm"], segment_ids=case["seg_id_bm"], mems=mems,
       perm_mask=case["perm_mask_bm"],
-      target_mapping=case["target_mapping_bm"], inp_q=case["input_q_bm"])
+      target_mapping=case["target_mapping_bm"], input_q=case["input_q_bm"])
   assert_close(encoded["sequence_output"], case["output_g_bm"])
 
 

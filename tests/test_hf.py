@@ -297,7 +297,7 @@ def test_exported_model_agrees_with_transformers(activation, untie_r,
   with open(os.path.join(base_dir, "config.json")) as f:
     assert json.load(f)["ff_activation"] == {
         "gelu": "gelu_new", "gelu_exact": "gelu", "relu": "relu"}[activation]
-  ours = base(ids, seg_ids=seg, input_mask=mask)["sequence_output"]
+  ours = base(ids, segment_ids=seg, input_mask=mask)["sequence_output"]
   theirs = transformers.XLNetModel.from_pretrained(base_dir).eval()
   with torch.no_grad():
     assert_close(theirs(**hf_in).last_hidden_state.numpy(), ours)
@@ -306,10 +306,10 @@ def test_exported_model_agrees_with_transformers(activation, untie_r,
   _randomize(lm, 2)
   theirs = transformers.XLNetLMHeadModel.from_pretrained(
       _export(lm, tmp_path, "lm")).eval()
-  hidden = lm.encoder(ids, seg_ids=seg, input_mask=mask)["sequence_output"]
+  hidden = lm.encoder(ids, segment_ids=seg, input_mask=mask)["sequence_output"]
   ours = lm.lm_head(hidden, embedding_table=lm.encoder.embedding_table)
   perm, mapping = _two_stream(3)
-  ours_q = lm({"input_k": ids, "seg_id": seg, "input_mask": mask,
+  ours_q = lm({"input_ids": ids, "segment_ids": seg, "input_mask": mask,
                "perm_mask": perm, "target_mapping": mapping,
                "input_q": mapping.sum(1), "target": np.zeros((3, 3), np.int32),
                "target_mask": np.ones((3, 3), np.float32)})["logits"]
@@ -354,7 +354,7 @@ def test_exported_regressor_and_untied_lm_agree_with_transformers(tmp_path):
   _randomize(lm, 5)
   out = _export(lm, tmp_path, "lm")
   theirs = transformers.XLNetLMHeadModel.from_pretrained(out).eval()
-  hidden = lm.encoder(ids, seg_ids=seg, input_mask=mask)["sequence_output"]
+  hidden = lm.encoder(ids, segment_ids=seg, input_mask=mask)["sequence_output"]
   with torch.no_grad():
     assert_close(theirs(**hf_in).logits.numpy(), lm.lm_head(hidden))
   again, report = hf.load_hf_model(out, strict=True)
@@ -383,10 +383,10 @@ def test_model_saved_by_transformers_imports_and_agrees(activation, tmp_path):
                attention_mask=_t(1 - mask))
   runs = [
       (transformers.XLNetModel, "base",
-       lambda m: m(ids, seg_ids=seg, input_mask=mask)["sequence_output"],
+       lambda m: m(ids, segment_ids=seg, input_mask=mask)["sequence_output"],
        lambda out: out.last_hidden_state),
       (transformers.XLNetLMHeadModel, "lm",
-       lambda m: m.lm_head(m.encoder(ids, seg_ids=seg, input_mask=mask)
+       lambda m: m.lm_head(m.encoder(ids, segment_ids=seg, input_mask=mask)
                            ["sequence_output"],
                            embedding_table=m.encoder.embedding_table),
        lambda out: out.logits),

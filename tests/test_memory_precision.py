@@ -21,13 +21,13 @@ TARGETS = tf.one_hot([[1, 4], [2, 3]], 6)
 TWO_STREAM = {"perm_mask": tf.constant(RNG.randint(0, 2, [2, 6, 6]),
                                        tf.float32),
               "target_mapping": TARGETS,
-              "inp_q": tf.reduce_sum(TARGETS, axis=1)}
+              "input_q": tf.reduce_sum(TARGETS, axis=1)}
 
 
 def _encoder(reference=None, **options):
   model = xt.XLNetModel(CONFIG, xt.RunOptions(dropout=0.3, dropatt=0.2,
                                               mem_len=4, **options))
-  model(IDS, seg_ids=SEGS)
+  model(IDS, segment_ids=SEGS)
   if reference is not None:
     model.set_weights(reference.get_weights())
   return model
@@ -36,7 +36,7 @@ def _encoder(reference=None, **options):
 def _loss_and_grads(model, two_stream, training=True, compiled=False):
   def step():
     with tf.GradientTape() as tape:
-      out = model(IDS, seg_ids=SEGS, mems=MEMS, training=training,
+      out = model(IDS, segment_ids=SEGS, mems=MEMS, training=training,
                   **(TWO_STREAM if two_stream else {}))
       loss = tf.reduce_sum(out["sequence_output"] ** 2)
     grads = tape.gradient(loss, model.trainable_variables)

@@ -116,7 +116,7 @@ def test_reader_masks_follow_the_original_rule(built):
   batches = list(ds.take(15).as_numpy_iterator())
   for k, rec in enumerate(records):
     got = {key: value[k % 4] for key, value in batches[k // 4].items()}
-    np.testing.assert_array_equal(got["input_k"], rec["input"])
+    np.testing.assert_array_equal(got["input_ids"], rec["input"])
     want = _perm_mask_by_the_rule(rec["input"], rec["perm_order"],
                                   rec["target_pos"], rec["target_mask"], 16)
     np.testing.assert_array_equal(got["perm_mask"], want)
@@ -171,7 +171,7 @@ def test_reader_reproduces_golden_local_perm(golden):
     np.testing.assert_array_equal(got["target"], case["target_bm"][b])
     np.testing.assert_array_equal(got["target_mask"], case["target_mask_bm"][b])
     np.testing.assert_array_equal(got["input_q"], case["input_q_bm"][b])
-    np.testing.assert_array_equal(got["input_k"], case["input_k_bm"][b])
+    np.testing.assert_array_equal(got["input_ids"], case["input_k_bm"][b])
 
 
 def test_bi_data_streams_and_reversed_halves():

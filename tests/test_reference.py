@@ -62,18 +62,18 @@ def _tm(x):
   return None if x is None else np.swapaxes(np.asarray(x), 0, 1)
 
 
-def _reference(w, model, opts, input_ids, seg_ids=None, input_mask=None,
-               mems=None, perm_mask=None, target_mapping=None, inp_q=None):
+def _reference(w, model, opts, input_ids, segment_ids=None, input_mask=None,
+               mems=None, perm_mask=None, target_mapping=None, input_q=None):
   """Runs the reference on batch-major inputs; returns time-major outputs."""
   cfg = model.config
   return ref.transformer_xl(
       w, cfg.n_layer, cfg.n_head, cfg.d_head, cfg.untie_r, cfg.ff_activation,
-      inp_k=_tm(input_ids), seg_id=_tm(seg_ids), input_mask=_tm(input_mask),
+      inp_k=_tm(input_ids), seg_id=_tm(segment_ids), input_mask=_tm(input_mask),
       mems=mems,
       perm_mask=None if perm_mask is None else perm_mask.transpose(1, 2, 0),
       target_mapping=(None if target_mapping is None
                       else target_mapping.transpose(1, 2, 0)),
-      inp_q=_tm(inp_q), attn_type=opts.attn_type, bi_data=opts.bi_data,
+      inp_q=_tm(input_q), attn_type=opts.attn_type, bi_data=opts.bi_data,
       clamp_len=opts.clamp_len, same_length=opts.same_length,
       mem_len=opts.mem_len, reuse_len=opts.reuse_len)
 
@@ -91,24 +91,24 @@ def _compare(out, expected_output, expected_mems, what=""):
 
 
 def _inputs(rng, length, padding=True, segments=True):
-  """input_ids `[B, L]` int32, seg_ids `[B, L]` int32 with several contiguous
+  """input_ids `[B, L]` int32, segment_ids `[B, L]` int32 with several contiguous
   segments (ids 0, 1, 2), input_mask `[B, L]` float32 (1 = padding: left
   padding in example 0, right padding in example 2)."""
   input_ids = rng.integers(0, N_TOKEN, [B, length]).astype(np.int32)
-  seg_ids = None
+  segment_ids = None
   if segments:
-    seg_ids = np.sort(rng.integers(0, 3, [B, length]), axis=1).astype(np.int32)
-    seg_ids[1] = np.arange(length) % 3  # alternating segments
+    segment_ids = np.sort(rng.integers(0, 3, [B, length]), axis=1).astype(np.int32)
+    segment_ids[1] = np.arange(length) % 3  # alternating segments
   input_mask = None
   if padding:
     input_mask = np.zeros([B, length], np.float32)
     input_mask[0, :2] = 1.0
     input_mask[2, -3:] = 1.0
-  return input_ids, seg_ids, input_mask
+  return input_ids, segment_ids, input_mask
 
 
 def _permutation_inputs(rng, length, n_predict=4):
-  """perm_mask `[B, L, L]`, target_mapping `[B, P, L]`, inp_q `[B, L]` as the
+  """perm_mask `[B, L, L]`, target_mapping `[B, P, L]`, input_q `[B, L]` as the
   original pretraining pipeline builds them: a random factorization order over
   the targets; a target sees the non-targets and the targets before it (not
   itself, so the diagonal is 1 for targets); a non-target sees the
@@ -116,7 +116,7 @@ def _permutation_inputs(rng, length, n_predict=4):
   target_mapping)."""
   perm_mask = np.zeros([B, length, length], np.float32)
   target_mapping = np.zeros([B, n_predict, length], np.float32)
-  inp_q = np.zeros([B, length], np.float32)
+  input_q = np.zeros([B, length], np.float32)
   for b in range(B):
     n_tgt = n_predict - (b % 2)
     targets = np.sort(rng.choice(length, n_tgt, replace=False))
@@ -127,10 +127,10 @@ def _permutation_inputs(rng, length, n_predict=4):
     self_rank = np.where(is_tgt, rank, rank + 1)  # non-targets: 0
     perm_mask[b] = (self_rank[:, None] <= rank[None, :]) & is_tgt[None, :]
     target_mapping[b, np.arange(n_tgt), targets] = 1.0
-    inp_q[b] = is_tgt
+    input_q[b] = is_tgt
   assert all(perm_mask[b, t, t] == 1 for b in range(B)
-             for t in np.nonzero(inp_q[b])[0])
-  return perm_mask, target_mapping, inp_q
+             for t in np.nonzero(input_q[b])[0])
+  return perm_mask, target_mapping, input_q
 
 
 # --------------------------------------------------------- single segment
@@ -151,9 +151,9 @@ def test_single_segment(attn_type, same_length, untie_r, clamp_len, bi_data,
                           attn_type=attn_type, same_length=same_length,
                           clamp_len=clamp_len, bi_data=bi_data, mem_len=5)
   rng = np.random.default_rng(2)
-  input_ids, seg_ids, input_mask = _inputs(rng, 8)
-  out = model(input_ids, seg_ids=seg_ids, input_mask=input_mask)
-  expected, expected_mems = _reference(w, model, opts, input_ids, seg_ids,
+  input_ids, segment_ids, input_mask = _inputs(rng, 8)
+  out = model(input_ids, segment_ids=segment_ids, input_mask=input_mask)
+  expected, expected_mems = _reference(w, model, opts, input_ids, segment_ids,
                                        input_mask)
   _compare(out, expected, expected_mems)
 
@@ -162,13 +162,13 @@ def test_single_segment(attn_type, same_length, untie_r, clamp_len, bi_data,
 @pytest.mark.parametrize("padding,segments", [(False, False), (True, False),
                                               (False, True)])
 def test_without_mask_or_segments(attn_type, padding, segments):
-  """No input_mask ('bi': no mask at all) and/or no seg_ids (no ef term);
+  """No input_mask ('bi': no mask at all) and/or no segment_ids (no ef term);
   mem_len None: no new memory."""
   model, w, opts = _model(seed=3, attn_type=attn_type)
-  input_ids, seg_ids, input_mask = _inputs(np.random.default_rng(4), 7,
+  input_ids, segment_ids, input_mask = _inputs(np.random.default_rng(4), 7,
                                            padding, segments)
-  out = model(input_ids, seg_ids=seg_ids, input_mask=input_mask)
-  expected, expected_mems = _reference(w, model, opts, input_ids, seg_ids,
+  out = model(input_ids, segment_ids=segment_ids, input_mask=input_mask)
+  expected, expected_mems = _reference(w, model, opts, input_ids, segment_ids,
                                        input_mask)
   assert expected_mems is None
   _compare(out, expected, None)
@@ -182,17 +182,17 @@ def _two_segments(model, w, opts, seed, len_1=8, len_2=6, two_stream=False):
   sides; compares both segments' outputs and memories."""
   rng = np.random.default_rng(seed)
   ids_1, seg_1, mask_1 = _inputs(rng, len_1)
-  out_1 = model(ids_1, seg_ids=seg_1, input_mask=mask_1)
+  out_1 = model(ids_1, segment_ids=seg_1, input_mask=mask_1)
   exp_1, mems_1 = _reference(w, model, opts, ids_1, seg_1, mask_1)
   _compare(out_1, exp_1, mems_1, "segment 1")
 
   ids_2, seg_2, mask_2 = _inputs(rng, len_2)
   extra = {}
   if two_stream:
-    perm_mask, target_mapping, inp_q = _permutation_inputs(rng, len_2)
+    perm_mask, target_mapping, input_q = _permutation_inputs(rng, len_2)
     extra = dict(perm_mask=perm_mask, target_mapping=target_mapping,
-                 inp_q=inp_q)
-  out_2 = model(ids_2, seg_ids=seg_2, input_mask=mask_2,
+                 input_q=input_q)
+  out_2 = model(ids_2, segment_ids=seg_2, input_mask=mask_2,
                 mems=out_1["new_mems"], **extra)
   exp_2, mems_2 = _reference(w, model, opts, ids_2, seg_2, mask_2,
                              mems=mems_1, **extra)
@@ -234,7 +234,7 @@ def test_uni_same_length_tied_biases_two_segments(bi_data):
 @pytest.mark.parametrize("untie_r", [True, False])
 def test_two_stream_with_target_mapping_and_memory(attn_type, same_length,
                                                    bi_data, untie_r):
-  """Segment 2 is two-stream (perm_mask + target_mapping + inp_q) over
+  """Segment 2 is two-stream (perm_mask + target_mapping + input_q) over
   segment 1's memory; the output is the query stream `[B, P, D]`."""
   model, w, opts = _model(seed=9, untie_r=untie_r, attn_type=attn_type,
                           same_length=same_length, bi_data=bi_data,
@@ -248,24 +248,24 @@ def test_two_stream_with_target_mapping_and_memory(attn_type, same_length,
 @pytest.mark.parametrize("with_memory", [True, False])
 def test_two_stream_without_target_mapping(attn_type, with_perm_mask,
                                            with_memory):
-  """inp_q alone: the query stream starts as inp_q*mask_emb + (1-inp_q)*emb
+  """input_q alone: the query stream starts as input_q*mask_emb + (1-input_q)*emb
   and the output is `[B, L, D]`."""
   model, w, opts = _model(seed=11, attn_type=attn_type, mem_len=4)
   rng = np.random.default_rng(12)
   mems_tf = mems_ref = None
   if with_memory:
     ids, seg, mask = _inputs(rng, 5)
-    mems_tf = model(ids, seg_ids=seg, input_mask=mask)["new_mems"]
+    mems_tf = model(ids, segment_ids=seg, input_mask=mask)["new_mems"]
     _, mems_ref = _reference(w, model, opts, ids, seg, mask)
   ids, seg, mask = _inputs(rng, 7)
-  perm_mask, _, inp_q = _permutation_inputs(rng, 7)
+  perm_mask, _, input_q = _permutation_inputs(rng, 7)
   if not with_perm_mask:
     perm_mask = None
-  out = model(ids, seg_ids=seg, input_mask=mask, mems=mems_tf,
-              perm_mask=perm_mask, inp_q=inp_q)
+  out = model(ids, segment_ids=seg, input_mask=mask, mems=mems_tf,
+              perm_mask=perm_mask, input_q=input_q)
   expected, expected_mems = _reference(w, model, opts, ids, seg, mask,
                                        mems=mems_ref, perm_mask=perm_mask,
-                                       inp_q=inp_q)
+                                       input_q=input_q)
   assert out["sequence_output"].shape == (B, 7, D_MODEL)
   _compare(out, expected, expected_mems)
 
@@ -282,11 +282,11 @@ def test_output_rows_are_rows_of_the_full_output(attn_type, same_length,
                           mem_len=4, clamp_len=3)
   rng = np.random.default_rng(18)
   ids, seg, mask = _inputs(rng, 5)
-  mems_tf = model(ids, seg_ids=seg, input_mask=mask)["new_mems"]
+  mems_tf = model(ids, segment_ids=seg, input_mask=mask)["new_mems"]
   _, mems_ref = _reference(w, model, opts, ids, seg, mask)
   ids, seg, mask = _inputs(rng, 7)
   rows = np.array([[6, 0], [2, 6], [3, 3], [0, 5]], np.int32)
-  out = model(ids, seg_ids=seg, input_mask=mask, mems=mems_tf,
+  out = model(ids, segment_ids=seg, input_mask=mask, mems=mems_tf,
               output_rows=rows)
   expected, expected_mems = _reference(w, model, opts, ids, seg, mask,
                                        mems=mems_ref)

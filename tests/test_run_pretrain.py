@@ -108,9 +108,9 @@ def test_killed_run_resumes_at_saved_step(records, tmp_path):
 def test_skip_resumes_the_exact_input_position(records):
   files = sorted(glob.glob(os.path.join(records, "*.tfrecords")))
   full = pretrain_dataset(files, CFG, 4, seed=3)
-  first = [b["input_k"] for b in full.take(9).as_numpy_iterator()]
+  first = [b["input_ids"] for b in full.take(9).as_numpy_iterator()]
   resumed = pretrain_dataset(files, CFG, 4, seed=3, skip_batches=6)
-  again = [b["input_k"] for b in resumed.take(3).as_numpy_iterator()]
+  again = [b["input_ids"] for b in resumed.take(3).as_numpy_iterator()]
   for a, b in zip(first[6:], again):
     np.testing.assert_array_equal(a, b)
 

@@ -44,7 +44,7 @@ CASES = [
     (lambda: XLNetBlock(16, 2, 8, 32, "relu"),
      lambda l: l(HIDDEN, POS, BIASES)),
     (lambda: xt.XLNetModel(CONFIG, OPTIONS),
-     lambda l: l(IDS, seg_ids=IDS % 2)),
+     lambda l: l(IDS, segment_ids=IDS % 2)),
     (lambda: xt.SequenceSummary(CONFIG, "attn", options=OPTIONS),
      lambda l: l(HIDDEN)),
     (lambda: heads.LMHead(50, 16, tie_weight=False), lambda l: l(HIDDEN)),

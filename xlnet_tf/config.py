@@ -139,8 +139,10 @@ class RunOptions:
   """Run-time options under the original names and with the original defaults.
 
   attn_type: 'bi' (every position may see every other) or 'uni' (causal).
-  mem_len:   tokens of memory cached per layer; None/0 = no new memory.
-  reuse_len: how many leading tokens of the current segment go into memory.
+  mem_len:   tokens of memory cached per layer; 0 = no new memory (as the
+             original's flag; None, its RunConfig's value, reads as 0).
+  reuse_len: how many leading tokens of the current segment go into memory;
+             0 = all of them.
   bi_data:   the batch is [forward half; backward half] (pretraining).
   clamp_len: clamp relative distances to [-clamp_len, clamp_len]; -1 = off.
   same_length: with 'uni', every query sees the same number of keys.
@@ -148,6 +150,9 @@ class RunOptions:
              weights; float16 needs loss scaling, which the trainer adds).
   recompute: keep only each layer's input for the backward pass and run the
              layer again there (less memory, ~1/3 more compute).
+  fast_kernels: True runs the fast paths of `xlnet_tf/kernels`; False the
+             reference path, the paper's equations as written (same values,
+             slower; for reading, debugging and checking the kernels).
 
   Example:
     >>> RunOptions().dropout, RunOptions(attn_type="uni").attn_type
@@ -158,8 +163,8 @@ class RunOptions:
   init: str = "normal"
   init_std: float = 0.02
   init_range: float = 0.1
-  mem_len: Optional[int] = None
-  reuse_len: Optional[int] = None
+  mem_len: int = 0
+  reuse_len: int = 0
   attn_type: str = "bi"
   bi_data: bool = False
   clamp_len: int = -1
@@ -167,8 +172,12 @@ class RunOptions:
   use_bfloat16: bool = False
   use_float16: bool = False
   recompute: bool = False
+  fast_kernels: bool = True
 
   def __post_init__(self):
+    for key in ("mem_len", "reuse_len"):
+      if getattr(self, key) is None:  # the original RunConfig's "none"
+        object.__setattr__(self, key, 0)
     _check(not (self.use_bfloat16 and self.use_float16),
            "RunOptions: 'use_bfloat16' and 'use_float16' exclude each other")
     for key in ("dropout", "dropatt"):
@@ -181,9 +190,13 @@ class RunOptions:
            f"RunOptions: 'attn_type' must be 'bi' or 'uni', got {self.attn_type!r}")
     for key in ("mem_len", "reuse_len"):
       v = getattr(self, key)
-      _check(v is None or (_is_int(v) and v >= 0),
-             f"RunOptions: '{key}' must be None or a non-negative integer, "
-             f"got {v!r}")
+      _check(_is_int(v) and v >= 0,
+             f"RunOptions: '{key}' must be a non-negative integer, got {v!r}")
+    for key in ("bi_data", "same_length", "use_bfloat16", "use_float16",
+                "recompute", "fast_kernels"):
+      _check(isinstance(getattr(self, key), bool),
+             f"RunOptions: '{key}' must be true or false, "
+             f"got {getattr(self, key)!r}")
     _check(_is_int(self.clamp_len),
            f"RunOptions: 'clamp_len' must be an integer, got {self.clamp_len!r}")
     for key in ("init_std", "init_range"):

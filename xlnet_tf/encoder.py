@@ -3,12 +3,12 @@ Transformer-XL memory (the original's `transformer_xl`, batch-major).
 
 Inputs (batch-major, B batch, L length, M memory, P predictions, D d_model):
   input_ids      [B, L] int32
-  seg_ids        [B, L] int32 or None (no segment term then)
+  segment_ids        [B, L] int32 or None (no segment term then)
   input_mask     [B, L] float, 1 = padding
   mems           list of n_layer `[B, M, D]` or None
   perm_mask      [B, L, L] float, [b, i, j] = 1: query i may not attend key j
   target_mapping [B, P, L] float one-hot rows (two-stream with P predictions)
-  inp_q          [B, L] float, 1 = prediction target; its presence switches the
+  input_q          [B, L] float, 1 = prediction target; its presence switches the
                  query stream on
   output_rows    [B, P] int32: the last layer computes the content stream only
                  at these positions (a pooled head reads one)
@@ -202,8 +202,8 @@ class XLNetModel(keras.layers.Layer):
             pick(self.r_s_bias) if with_segments else None,
             self.seg_embed[i] if with_segments else None)
 
-  def call(self, input_ids, seg_ids=None, input_mask=None, mems=None,
-           perm_mask=None, target_mapping=None, inp_q=None, output_rows=None,
+  def call(self, input_ids, segment_ids=None, input_mask=None, mems=None,
+           perm_mask=None, target_mapping=None, input_q=None, output_rows=None,
            training=False):
     """`output_rows`: `[B, P]` int positions; the last layer's content stream
     is computed only there and `sequence_output` is `[B, P, D]` (what a
@@ -225,17 +225,17 @@ class XLNetModel(keras.layers.Layer):
     word_emb_k = tf.cast(tf.gather(self.word_embedding, input_ids), dtype)
     h = self.dropout(word_emb_k, training=training)
     g = None
-    if inp_q is not None:
+    if input_q is not None:
       mask_emb = tf.cast(self.mask_emb, dtype)
       if target_mapping is not None:
         num_predict = tf.shape(target_mapping)[1]
         word_emb_q = tf.tile(mask_emb, [batch, num_predict, 1])
       else:
-        inp_q_ext = tf.cast(inp_q, dtype)[:, :, None]
+        inp_q_ext = tf.cast(input_q, dtype)[:, :, None]
         word_emb_q = inp_q_ext * mask_emb + (1 - inp_q_ext) * word_emb_k
       g = self.dropout(word_emb_q, training=training)
 
-    seg_mat = None if seg_ids is None else segment_matrix(seg_ids, mlen)
+    seg_mat = None if segment_ids is None else segment_matrix(segment_ids, mlen)
 
     pos_enc = self.position_encoding(qlen, klen, batch)
     if training and opts.dropout > 0 and len(pos_enc.shape) == 2:
@@ -260,7 +260,7 @@ class XLNetModel(keras.layers.Layer):
                     rows=rows):
         # The biases are sliced from their variables in here, so a
         # recomputed layer still sends their gradients back.
-        return block(h, pos_enc, self._layer_biases(i, seg_ids is not None),
+        return block(h, pos_enc, self._layer_biases(i, segment_ids is not None),
                      g=g, mems=layer_mems, seg_mat=seg_mat,
                      content_mask=content_mask, query_mask=query_mask,
                      target_mapping=target_mapping, rows=rows,

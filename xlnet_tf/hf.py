@@ -873,7 +873,7 @@ def load_hf_model(directory: str, model: Optional[str] = None,
 
   Example (any directory written by `save_pretrained`):
     model, report = load_hf_model("xlnet-base-cased")
-    model(input_ids, seg_ids=token_type_ids, input_mask=1 - attention_mask)
+    model(input_ids, segment_ids=token_type_ids, input_mask=1 - attention_mask)
   """
   spec = config_from_hf(read_hf_config(directory),
                         os.path.join(directory, HF_CONFIG))

@@ -98,7 +98,7 @@ def attention_masks(qlen, mlen, attn_type: str = "bi",
   return content_mask, query_mask
 
 
-def segment_matrix(seg_ids: tf.Tensor, mlen) -> tf.Tensor:
+def segment_matrix(segment_ids: tf.Tensor, mlen) -> tf.Tensor:
   """`[B, L] -> [B, L, M + L, 2]` one-hot of "query and key differ in segment".
 
   Memory positions count as segment 0.
@@ -108,10 +108,10 @@ def segment_matrix(seg_ids: tf.Tensor, mlen) -> tf.Tensor:
     >>> m[..., 1].numpy().astype(int).tolist()
     [[[0, 0, 1], [1, 1, 0]]]
   """
-  seg_ids = tf.cast(seg_ids, tf.int32)
-  batch = tf.shape(seg_ids)[0]
-  key_ids = tf.concat([tf.zeros([batch, mlen], tf.int32), seg_ids], axis=1)
-  differ = tf.cast(tf.not_equal(seg_ids[:, :, None], key_ids[:, None, :]),
+  segment_ids = tf.cast(segment_ids, tf.int32)
+  batch = tf.shape(segment_ids)[0]
+  key_ids = tf.concat([tf.zeros([batch, mlen], tf.int32), segment_ids], axis=1)
+  differ = tf.cast(tf.not_equal(segment_ids[:, :, None], key_ids[:, None, :]),
                    tf.int32)
   return tf.one_hot(differ, 2, dtype=tf.float32)
 

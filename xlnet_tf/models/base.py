@@ -41,7 +41,7 @@ class TaskModel(keras.Model):
   def encode(self, features, training=False, output_rows=None):
     """`[B, L, D]`, or `[B, P, D]` at `output_rows [B, P]`."""
     return self.encoder(features["input_ids"],
-                        seg_ids=features.get("segment_ids"),
+                        segment_ids=features.get("segment_ids"),
                         input_mask=features.get("input_mask"),
                         output_rows=output_rows,
                         training=training)["sequence_output"]

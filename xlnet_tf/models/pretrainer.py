@@ -1,6 +1,6 @@
 """Permutation language modelling (the original's `two_stream_loss`).
 
-Features (batch-major): `input_k [B, L]` int32, `seg_id [B, L]` int32,
+Features (batch-major): `input_ids [B, L]` int32, `segment_ids [B, L]` int32,
 `perm_mask [B, L, L]`, `target_mapping [B, P, L]`, `input_q [B, L]` float,
 `target [B, P]` int32, `target_mask [B, P]` float; memory is passed apart.
 """
@@ -35,11 +35,11 @@ class XLNetPretrainer(TaskModel):
     self.heads = [self.lm_head]
 
   def call(self, features, mems=None, training=False):
-    out = self.encoder(features["input_k"], seg_ids=features.get("seg_id"),
+    out = self.encoder(features["input_ids"], segment_ids=features.get("segment_ids"),
                        input_mask=features.get("input_mask"), mems=mems,
                        perm_mask=features["perm_mask"],
                        target_mapping=features.get("target_mapping"),
-                       inp_q=features["input_q"], training=training)
+                       input_q=features["input_q"], training=training)
     logits = self.lm_head(out["sequence_output"],
                           embedding_table=self.encoder.embedding_table)
     per_target = tf.nn.sparse_softmax_cross_entropy_with_logits(
