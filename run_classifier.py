@@ -17,7 +17,9 @@ SavedModel with feature and raw-text signatures goes to `--export_dir`
 
 from absl import app, flags
 
+from data_utils.classification.reader import GenericSpec
 from xlnet_tf import cli
+from xlnet_tf.workflows import classifier
 
 FLAGS = flags.FLAGS
 cli.define_finetune_flags({})
@@ -35,21 +37,22 @@ flags.DEFINE_enum("delimiter", "tab", ["tab", "comma"], "generic: separator.")
 flags.mark_flags_as_required(["task_name"] + cli.REQUIRED)
 
 
+def _options():
+  f = FLAGS
+  generic = GenericSpec(
+      text_a=f.text_a_column, text_b=f.text_b_column, label=f.label_column,
+      labels=f.label_list, header=f.has_header,
+      delimiter="\t" if f.delimiter == "tab" else ",")
+  return cli.finetune_options(
+      f, classifier.ClassifierOptions, is_regression=f.is_regression,
+      cls_scope=f.cls_scope, predict_threshold=f.predict_threshold,
+      generic=generic)
+
+
 def main(argv):
   del argv
-  from data_utils.classifier_data import GenericSpec
-  from xlnet_tf.workflows import classifier
-  f = FLAGS
-
-  def options():
-    return cli.finetune_options(
-        f, classifier.ClassifierOptions, is_regression=f.is_regression,
-        cls_scope=f.cls_scope, predict_threshold=f.predict_threshold,
-        generic=GenericSpec(
-            text_a=f.text_a_column, text_b=f.text_b_column,
-            label=f.label_column, labels=f.label_list, header=f.has_header,
-            delimiter="\t" if f.delimiter == "tab" else ","))
-  return cli.run_finetune_main("run_classifier", f, options, classifier.run)
+  return cli.run_finetune_main("run_classifier", FLAGS, _options,
+                               classifier.run)
 
 
 if __name__ == "__main__":

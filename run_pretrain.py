@@ -1,4 +1,4 @@
-"""Pretrains XLNet on records from `data_utils.create_pretrain_data`.
+"""Pretrains XLNet on records from `data_utils.pretraining.create_pretrain_data`.
 
     python run_pretrain.py --record_info_dir=proc/tfrecords --model_dir=ckpt \
         --train_batch_size=32 --seq_len=512 --reuse_len=256 --mem_len=384 \
@@ -25,14 +25,16 @@ from absl import app, flags, logging
 import xlnet_tf
 from data_utils.errors import (UsageError, UserError, check_positive,
                                check_writable_dir, read_json, run_main)
-from data_utils.pretrain_data import PretrainDataConfig
-from data_utils.pretrain_reader import (check_record_files, load_record_infos,
-                                        pretrain_dataset, read_record_info)
-from xlnet_tf.checkpoint import save_original_checkpoint
+from data_utils.pretraining.examples import PretrainDataConfig
+from data_utils.pretraining.reader import (check_record_files,
+                                           load_record_infos,
+                                           pretrain_dataset, read_record_info)
 from xlnet_tf.cli import define_performance_flags
 from xlnet_tf.config import MAX_N_TOKEN, ConfigError
+from xlnet_tf.io import (check_init_checkpoint, load_checkpoint,
+                         save_original_checkpoint)
 from xlnet_tf.tasks import PretrainTask
-from xlnet_tf.training import (TrainOptions, Trainer, split_cpu,
+from xlnet_tf.training import (TrainOptions, Trainer, num_workers, split_cpu,
                                write_run_files)
 
 FLAGS = flags.FLAGS
@@ -249,12 +251,11 @@ def _pretrain(f) -> int:
   train_opts.validate()
   check_writable_dir(f.model_dir, "model_dir")
   check_resume(f, config, options)  # before anything is written there
-  xlnet_tf.checkpoint.check_init_checkpoint(train_opts)
-  trainer = Trainer(PretrainTask(config, options, f.seq_len), train_opts)
+  check_init_checkpoint(train_opts)
+  trainer = Trainer(PretrainTask(config, options, f.seq_len), train_opts,
+                    init_fn=load_checkpoint)
   replicas = trainer.strategy.num_replicas_in_sync
-  workers = trainer.strategy.extended._num_workers if hasattr(  # pylint: disable=protected-access
-      trainer.strategy.extended, "_num_workers") else 1
-  replicas_per_host = replicas // workers
+  replicas_per_host = replicas // num_workers(trainer.strategy)
   if f.train_batch_size % replicas_per_host:
     raise ConfigError(f"--train_batch_size ({f.train_batch_size}) must be "
                       f"divisible by the {replicas_per_host} replicas per "

@@ -17,6 +17,7 @@ options -> four logits).
 from absl import app, flags
 
 from xlnet_tf import cli
+from xlnet_tf.workflows import race
 
 FLAGS = flags.FLAGS
 cli.define_finetune_flags(dict(task_name="race", max_seq_length=512,
@@ -32,17 +33,17 @@ flags.DEFINE_bool("original_context_aliasing", False,
 flags.mark_flags_as_required(cli.REQUIRED)
 
 
+def _options():
+  f = FLAGS
+  return cli.finetune_options(
+      f, race.RaceOptions, max_qa_length=f.max_qa_length,
+      high_only=f.high_only, middle_only=f.middle_only,
+      original_context_aliasing=f.original_context_aliasing)
+
+
 def main(argv):
   del argv
-  from xlnet_tf.workflows import race
-  f = FLAGS
-
-  def options():
-    return cli.finetune_options(
-        f, race.RaceOptions, max_qa_length=f.max_qa_length,
-        high_only=f.high_only, middle_only=f.middle_only,
-        original_context_aliasing=f.original_context_aliasing)
-  return cli.run_finetune_main("run_race", f, options, race.run)
+  return cli.run_finetune_main("run_race", FLAGS, _options, race.run)
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ where the character class changes and between digits).
 from absl import app, flags
 
 from xlnet_tf import cli
+from xlnet_tf.workflows import squad
 
 FLAGS = flags.FLAGS
 cli.define_finetune_flags(dict(task_name="squad", max_seq_length=512,
@@ -69,7 +70,6 @@ flags.mark_flags_as_required(["model_config_path", "spiece_model_file",
 
 
 def _options():
-  from xlnet_tf.workflows import squad
   f = FLAGS
   return cli.finetune_options(
       f, squad.SquadOptions, train_file=f.train_file or "",
@@ -85,7 +85,6 @@ def _options():
 
 def main(argv):
   del argv
-  from xlnet_tf.workflows import squad
   if FLAGS.do_prepro:
     cli.split_cpu(FLAGS.num_cpu_devices)
     return cli.run_main("run_squad",

@@ -14,6 +14,8 @@ import os
 import unicodedata
 from typing import Iterable, List, Sequence
 
+import sentencepiece as spm
+
 from data_utils.errors import UserError
 
 SPIECE_UNDERLINE = "\u2581"
@@ -29,6 +31,14 @@ PAD_ID = SPECIAL_SYMBOLS["<pad>"]
 MASK_ID = SPECIAL_SYMBOLS["<mask>"]
 EOD_ID = SPECIAL_SYMBOLS["<eod>"]
 EOP_ID = SPECIAL_SYMBOLS["<eop>"]
+
+# Segment ids, the original's values (the model only compares them: same
+# segment or not). A is the first text (SQuAD: the paragraph; pretraining: the
+# reused part and A), B the second (the question; pretraining: B); padding is
+# 4 in classification and RACE, 3 in SQuAD, as the original writes them.
+SEG_ID_A, SEG_ID_B, SEG_ID_CLS = 0, 1, 2
+SEG_ID_PAD = 4
+SEG_ID_PAD_SQUAD = 3
 
 
 class TokenizerError(UserError):
@@ -75,7 +85,6 @@ class SentencePieceTokenizer:
 
   def __init__(self, model_path: str, lower: bool = False,
                keep_accents: bool = False):
-    import sentencepiece as spm
     if not os.path.isfile(model_path):
       raise TokenizerError(f"{model_path}: SentencePiece model not found")
     self.model_path = model_path

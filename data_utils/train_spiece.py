@@ -16,7 +16,9 @@ import shutil
 import tempfile
 
 import sentencepiece as spm
+from absl import app, flags
 
+from data_utils.atomic import atomic_path
 from data_utils.errors import (UsageError, UserError, check_positive,
                                check_writable_dir, run_main, text_problem)
 from data_utils.tokenization import SentencePieceTokenizer
@@ -62,7 +64,8 @@ def train_spiece(input_path: str, model_prefix: str, vocab_size: int = 8000,
         input_sentence_size=input_sentence_size, shuffle_input_sentence=True,
         minloglevel=1)
     for ext in ("model", "vocab"):
-      os.replace(f"{tmp_prefix}.{ext}", f"{model_prefix}.{ext}")
+      with atomic_path(f"{model_prefix}.{ext}") as out:
+        os.replace(f"{tmp_prefix}.{ext}", out)
   except RuntimeError as e:
     raise UserError(f"{input_path}: SentencePiece training failed: "
                      f"{str(e).splitlines()[0]}") from None
@@ -73,19 +76,17 @@ def train_spiece(input_path: str, model_prefix: str, vocab_size: int = 8000,
 
 def main(argv):
   del argv
-  from absl import flags
   f = flags.FLAGS
 
   def body():
     path = train_spiece(f.input, f.model_prefix, f.vocab_size, f.model_type,
-                       overwrite=f.overwrite)
+                        overwrite=f.overwrite)
     tok = SentencePieceTokenizer(path)  # checks the special ids
     print(f"wrote {path} ({tok.vocab_size} pieces)")
   return run_main("train_spiece", body)
 
 
 if __name__ == "__main__":
-  from absl import app, flags
   flags.DEFINE_string("input", None, "Text file, one sentence/paragraph a line.")
   flags.DEFINE_string("model_prefix", None, "Output prefix.")
   flags.DEFINE_integer("vocab_size", 8000, "Pieces.")

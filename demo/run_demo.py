@@ -17,7 +17,6 @@ every stage (the test suite runs it).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -25,6 +24,10 @@ import shutil
 import subprocess
 import sys
 import time
+
+from absl import app, flags
+
+from data_utils.errors import run_main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "demo", "data")
@@ -71,15 +74,15 @@ def run(stage: str, cmd: list, log_path: str) -> str:
   return text
 
 
-def main(argv=None) -> int:
-  parser = argparse.ArgumentParser(description=__doc__,
-                                   formatter_class=argparse.RawTextHelpFormatter)
-  parser.add_argument("--workdir", default=os.path.join(ROOT, "out", "demo"))
-  parser.add_argument("--tiny", action="store_true",
-                      help="even smaller flags (what the tests run)")
-  parser.add_argument("--fresh", action="store_true",
-                      help="delete the workdir first")
-  args = parser.parse_args(argv)
+FLAGS = flags.FLAGS
+flags.DEFINE_string("workdir", os.path.join(ROOT, "out", "demo"),
+                    "Where every stage writes.")
+flags.DEFINE_bool("tiny", False, "Even smaller flags (what the tests run).")
+flags.DEFINE_bool("fresh", False, "Delete the workdir first.")
+
+
+def demo() -> int:
+  args = FLAGS
   s = SIZES["tiny" if args.tiny else "demo"]
   work = os.path.abspath(args.workdir)
   if args.fresh and os.path.isdir(work):
@@ -120,7 +123,8 @@ def main(argv=None) -> int:
   records = os.path.join(work, "pretrain_data")
   stage(os.path.join(records, "corpus_info.json"),
         "2. pretraining records (permutations precomputed)",
-      [py, "-m", "data_utils.create_pretrain_data", f"--input_glob={corpus}",
+      [py, "-m", "data_utils.pretraining.create_pretrain_data",
+       f"--input_glob={corpus}",
        f"--sp_path={spiece}", f"--save_dir={records}",
        f"--bsz_per_host={s['bsz']}", f"--seq_len={s['seq_len']}",
        f"--reuse_len={s['reuse_len']}", f"--num_predict={s['num_predict']}",
@@ -235,7 +239,7 @@ Scale up:
     (spiece.model, xlnet_config.json, xlnet_model.ckpt) go straight into
     run_classifier.py --spiece_model_file / --model_config_path /
     --init_checkpoint (see README "Load a released XLNet checkpoint").
-  * pretraining data: python -m data_utils.create_pretrain_data
+  * pretraining data: python -m data_utils.pretraining.create_pretrain_data
     --input_glob='corpus/*.txt' --seq_len=512 --reuse_len=256
     --num_predict=85 --perm_size=256 --bsz_per_host=32 --num_passes=N
     (--num_task/--task split it across machines).
@@ -246,5 +250,10 @@ Scale up:
   return 0
 
 
+def main(argv) -> int:
+  del argv
+  return run_main("run_demo", demo)
+
+
 if __name__ == "__main__":
-  sys.exit(main())
+  app.run(main)

@@ -12,6 +12,9 @@ import sys
 import numpy as np
 import pytest
 
+from data_utils.squad.reader import read_squad
+from data_utils.tokenization import SentencePieceTokenizer
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -89,6 +92,23 @@ def corpus_slice(shared_path, directory, n_lines):
 
 def spiece_path(shared_path):
   return os.path.join(shared_path, "data", "spiece", "spiece.model")
+
+
+@pytest.fixture(scope="session")
+def sp_tokenizer(shared):
+  """The released SentencePiece model, loaded once."""
+  return SentencePieceTokenizer(spiece_path(shared))
+
+
+@pytest.fixture(scope="session")
+def squad_dev_path(shared):
+  return os.path.join(shared, "data", "squad", "dev-v1.1.json")
+
+
+@pytest.fixture(scope="session")
+def squad_dev(squad_dev_path):
+  """SQuAD v1.1 dev (10570 questions), read once."""
+  return read_squad(squad_dev_path)
 
 
 def tree_digest(path, skip=()):

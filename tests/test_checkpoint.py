@@ -25,16 +25,19 @@ def _tiny_config(**kw):
 
 def test_original_round_trip_gives_identical_tensors(golden, tmp_path):
   case = golden("case_finetune")
-  model = xt.XLNetClassifier(case.config, n_class=3, task_name="sts")
+  model = xt.XLNetClassifier(xt.XLNetModel(case.config), n_class=3,
+                             task_name="sts")
   xt.load_original_checkpoint(model, case.ckpt)
-  prefix = xt.save_original_checkpoint(model, str(tmp_path / "rt" / "model.ckpt"))
+  prefix = xt.save_original_checkpoint(model,
+                                       str(tmp_path / "rt" / "model.ckpt"))
   original, written = _read_all(case.ckpt), _read_all(prefix)
   assert set(written) == set(original) - {"model/regression_sts/logit/bias",
                                           "model/regression_sts/logit/kernel"}
   for name, value in written.items():
     np.testing.assert_array_equal(value, original[name], err_msg=name)
   # The directory's state file makes it loadable by directory too.
-  again = xt.XLNetClassifier(case.config, n_class=3, task_name="sts")
+  again = xt.XLNetClassifier(xt.XLNetModel(case.config), n_class=3,
+                             task_name="sts")
   report = xt.load_original_checkpoint(again, str(tmp_path / "rt"), strict=True)
   assert report.unused == [] and report.missing == []
   theirs = again.original_weights()
@@ -46,10 +49,11 @@ def test_original_round_trip_gives_identical_tensors(golden, tmp_path):
 
 
 @pytest.mark.parametrize("make", [
-    lambda c: xt.XLNetPretrainer(c, tie_weight=False),
-    lambda c: xt.XLNetForQuestionAnswering(c),
-    lambda c: xt.XLNetForMultipleChoice(c, summary_type="attn"),
-    lambda c: xt.XLNetRegressor(c, task_name="sts-b", use_proj=False),
+    lambda c: xt.XLNetPretrainer(xt.XLNetModel(c), tie_weight=False),
+    lambda c: xt.XLNetForQuestionAnswering(xt.XLNetModel(c)),
+    lambda c: xt.XLNetForMultipleChoice(xt.XLNetModel(c), summary_type="attn"),
+    lambda c: xt.XLNetRegressor(xt.XLNetModel(c), task_name="sts-b",
+                               use_summ_proj=False),
     lambda c: xt.XLNetModel(c, xt.RunOptions(init="uniform")),
     lambda c: xt.SequenceSummary(c, "attn"),
 ])
@@ -83,7 +87,8 @@ def test_shape_mismatch_names_variable_and_shapes(golden):
 
 def test_missing_variables_reported_and_strict_raises(golden):
   case = golden("case_finetune")
-  model = xt.XLNetClassifier(case.config, n_class=3, task_name="mnli")
+  model = xt.XLNetClassifier(xt.XLNetModel(case.config), n_class=3,
+                             task_name="mnli")
   report = xt.load_original_checkpoint(model, case.ckpt)
   assert report.missing == ["model/classification_mnli/logit/bias",
                             "model/classification_mnli/logit/kernel"]
@@ -126,10 +131,10 @@ def test_optimizer_slots_are_skipped(tmp_path):
 
 def test_native_checkpoint_round_trip_and_detection(golden, tmp_path):
   case = golden("case_race")
-  model = xt.XLNetForMultipleChoice(case.config)
+  model = xt.XLNetForMultipleChoice(xt.XLNetModel(case.config))
   xt.load_original_checkpoint(model, case.ckpt)
   prefix = xt.save_native_checkpoint(model, str(tmp_path / "native"))
-  restored = xt.XLNetForMultipleChoice(case.config)
+  restored = xt.XLNetForMultipleChoice(xt.XLNetModel(case.config))
   assert xt.load_checkpoint(restored, prefix) is None  # native: no name report
   features = {"input_ids": case["feat_input_ids"],
               "segment_ids": case["feat_segment_ids"],
@@ -137,8 +142,8 @@ def test_native_checkpoint_round_trip_and_detection(golden, tmp_path):
   np.testing.assert_array_equal(model(features)["logits"],
                                 restored(features)["logits"])
   # And the original layout is detected as such.
-  report = xt.load_checkpoint(xt.XLNetForMultipleChoice(case.config),
-                              case.ckpt)
+  report = xt.load_checkpoint(
+      xt.XLNetForMultipleChoice(xt.XLNetModel(case.config)), case.ckpt)
   assert report.missing == []
 
 
@@ -196,6 +201,6 @@ def test_base_size_release_checkpoint_loads_with_nothing_missing(golden,
   assert len(report.loaded) == 6 + 12 * 13
   np.testing.assert_array_equal(model.blocks[11].ff.layer_2.bias.numpy(),
                                 marker)
-  pretrainer = xt.XLNetPretrainer(config)
+  pretrainer = xt.XLNetPretrainer(xt.XLNetModel(config))
   report = xt.load_original_checkpoint(pretrainer, prefix, strict=True)
   assert report.unused == [] and report.missing == []

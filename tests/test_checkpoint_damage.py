@@ -12,7 +12,9 @@ import pytest
 import tensorflow as tf
 
 import xlnet_tf as xt
-from xlnet_tf import checkpoint, convert, hf
+from xlnet_tf import convert, pretrained
+from xlnet_tf.io import check_checkpoint, check_init_checkpoint
+from xlnet_tf.io.hf_files import HF_INDEX, HF_WEIGHTS
 from xlnet_tf.training import TrainOptions
 from conftest import refused_line, rte_flags, tree_digest
 
@@ -34,7 +36,7 @@ def sources(tmp_path_factory):
   xt.save_native_checkpoint(model, str(root / "native" / "model.ckpt"))
   for kind in ("original", "native"):
     CONFIG.to_json(str(root / kind / convert.CONFIG_NAME))
-  hf.save_hf_weights(model, str(root / "hf"))
+  pretrained.save_hf_weights(model, str(root / "hf"))
   return root
 
 
@@ -186,27 +188,27 @@ def test_check_init_checkpoint_names_the_flag(sources, tmp_path):
   opts = TrainOptions(model_dir=str(tmp_path / "run"), train_steps=1,
                       init_checkpoint=str(d / "model.ckpt"))
   with pytest.raises(xt.CheckpointError) as err:
-    checkpoint.check_init_checkpoint(opts)
+    check_init_checkpoint(opts)
   assert str(err.value) == (
       f"--init_checkpoint={d}/model.ckpt: damaged checkpoint: {DATA} is "
       "missing (no data file beside the index)")
   # Not read (so not checked) without training, or when model_dir holds a
   # checkpoint: the trainer resumes from that one.
-  checkpoint.check_init_checkpoint(opts, will_train=False)
+  check_init_checkpoint(opts, will_train=False)
   shutil.copytree(sources / "native", tmp_path / "run")
   with open(tmp_path / "run" / "checkpoint", "w") as f:
     f.write('model_checkpoint_path: "model.ckpt"\n')
-  checkpoint.check_init_checkpoint(opts)
+  check_init_checkpoint(opts)
 
 
 def test_check_checkpoint_of_truncated_hf_directory(sources, tmp_path):
   d = _copy(sources, "hf", tmp_path)
-  size = os.path.getsize(d / hf.HF_WEIGHTS)
-  _truncate(d / hf.HF_WEIGHTS, size - 100)
+  size = os.path.getsize(d / HF_WEIGHTS)
+  _truncate(d / HF_WEIGHTS, size - 100)
   with pytest.raises(xt.CheckpointError) as err:
-    checkpoint.check_checkpoint(str(d), "init_checkpoint")
+    check_checkpoint(str(d), "init_checkpoint")
   assert str(err.value) == (
-      f"--init_checkpoint={d}: damaged checkpoint: {hf.HF_WEIGHTS} is "
+      f"--init_checkpoint={d}: damaged checkpoint: {HF_WEIGHTS} is "
       f"truncated ({size - 100} of {size} bytes)")
 
 
@@ -261,38 +263,38 @@ def test_convert_bit_flipped_native(sources, tmp_path, capsys):
 
 def test_convert_truncated_safetensors(sources, tmp_path, capsys):
   d = _copy(sources, "hf", tmp_path)
-  size = os.path.getsize(d / hf.HF_WEIGHTS)
-  _truncate(d / hf.HF_WEIGHTS, size // 2)
+  size = os.path.getsize(d / HF_WEIGHTS)
+  _truncate(d / HF_WEIGHTS, size // 2)
   code, err = _convert(capsys, d, f"--from={d}", f"--to={tmp_path}/out",
                        "--to_format=original")
   assert code == 2 and err == (
-      f"convert: error: {d}: damaged checkpoint: {hf.HF_WEIGHTS} is truncated "
+      f"convert: error: {d}: damaged checkpoint: {HF_WEIGHTS} is truncated "
       f"({size // 2} of {size} bytes)\n")
   assert not os.path.exists(tmp_path / "out")
 
 
 def test_convert_garbage_safetensors(sources, tmp_path, capsys):
   d = _copy(sources, "hf", tmp_path)
-  (d / hf.HF_WEIGHTS).write_bytes(b"\xff" * 64)
+  (d / HF_WEIGHTS).write_bytes(b"\xff" * 64)
   code, err = _convert(capsys, d, f"--from={d}", f"--to={tmp_path}/out",
                        "--to_format=original")
   assert code == 2 and err == (
-      f"convert: error: {d}: damaged checkpoint: {hf.HF_WEIGHTS} is not a "
+      f"convert: error: {d}: damaged checkpoint: {HF_WEIGHTS} is not a "
       "safetensors file (its first 8 bytes give a header of "
       "18446744073709551615 bytes)\n")
 
 
 def test_missing_shard_of_sharded_hf_directory(sources, tmp_path):
   d = _copy(sources, "hf", tmp_path)
-  os.rename(d / hf.HF_WEIGHTS, d / "model-00001-of-00002.safetensors")
-  (d / hf.HF_INDEX).write_text(
+  os.rename(d / HF_WEIGHTS, d / "model-00001-of-00002.safetensors")
+  (d / HF_INDEX).write_text(
       '{"weight_map": {"a": "model-00001-of-00002.safetensors", '
       '"b": "model-00002-of-00002.safetensors"}}')
   with pytest.raises(xt.CheckpointError) as err:
     xt.load_checkpoint(xt.XLNetModel(CONFIG), str(d))
   assert str(err.value) == (
       f"{d}: damaged checkpoint: model-00002-of-00002.safetensors is missing "
-      f"(listed in {hf.HF_INDEX})")
+      f"(listed in {HF_INDEX})")
 
 
 # --------------------------------------------------------------------------

@@ -6,7 +6,8 @@ import os
 import numpy as np
 import pytest
 
-from data_utils import classifier_data as cd
+from data_utils.classification import reader as cd
+from data_utils.classification.features import example_features
 from data_utils.tokenization import CLS_ID, SEP_ID, SentencePieceTokenizer
 from xlnet_tf import metrics
 from conftest import spiece_path
@@ -125,7 +126,7 @@ def test_features_on_real_pairs(shared):
                                                "MRPC"), "train")
   for example in mrpc[:200]:
     for length in (24, 128):
-      f = cd.example_features(example, tok.encode_ids, length, ["0", "1"])
+      f = example_features(example, tok.encode_ids, length, ["0", "1"])
       ids, segs, mask = f["input_ids"], f["segment_ids"], f["input_mask"]
       assert len(ids) == len(segs) == len(mask) == length
       a, b = _truncate_by_popping(tok.encode_ids(example.text_a),
@@ -143,7 +144,7 @@ def test_single_sentence_features(shared):
   sst = cd.read_examples("sst-2", os.path.join(shared, "data", "glue",
                                                "SST-2"), "dev")
   for example in sst[:100]:
-    f = cd.example_features(example, tok.encode_ids, 16, ["0", "1"])
+    f = example_features(example, tok.encode_ids, 16, ["0", "1"])
     a = tok.encode_ids(example.text_a)[:14]
     pad = 16 - len(a) - 2
     assert f["input_ids"] == [0] * pad + a + [SEP_ID, CLS_ID]

@@ -15,11 +15,11 @@ import pytest
 import tensorflow as tf
 
 import xlnet_tf as xt
-from data_utils import pretrain_data as pd
-from data_utils.create_pretrain_data import create_pretrain_data
-from data_utils.pretrain_reader import pretrain_dataset
+from data_utils.pretraining import examples as pd
+from data_utils.pretraining.create_pretrain_data import create_pretrain_data
+from data_utils.pretraining.reader import pretrain_dataset
 from xlnet_tf.building import build_once
-from xlnet_tf.optimization import make_optimizer
+from xlnet_tf.training.optimizer import make_optimizer
 from xlnet_tf.tasks import ClassifierTask, PretrainTask
 from xlnet_tf.training import TrainOptions, Trainer
 from conftest import corpus_slice, spiece_path
@@ -154,7 +154,7 @@ def _one_device_pretraining(records, init):
   build_once(model)
   model.set_weights(init)
   opts = pretrain_options("unused", STEPS)
-  optimizer = make_optimizer(opts, n_layer=CONFIG.n_layer)
+  optimizer = make_optimizer(opts)  # lr_layer_decay_rate 1: no factors
   variables = model.trainable_variables
   mems = [[tf.zeros([PER_REPLICA, 16, CONFIG.d_model])] * CONFIG.n_layer
           for _ in range(2)]

@@ -1,7 +1,7 @@
 """SavedModel exports never destroy what is not a previous export of theirs:
 the marker, the refusals (library and run_classifier's preflight), replacing
-an export, ordinary permissions, stale temp cleanup, and
-`xlnet-saved-model-cli`'s one-line errors."""
+an export, ordinary permissions, stale temp cleanup. (`xlnet-saved-model-cli`:
+test_saved_model_cli.py.)"""
 
 import errno
 import json
@@ -19,11 +19,11 @@ import xlnet_tf as xt
 from data_utils import atomic
 from data_utils.errors import UserError
 from xlnet_tf import export_dir as export_dir_module
-from xlnet_tf.export import export_classifier
+from xlnet_tf.tasks.classification import export_classifier
 from xlnet_tf.export_dir import EXPORT_MARKER, remove_stale_export_temps
 from xlnet_tf.workflows.finetune import check_finetune_export
 from xlnet_tf.tasks import ClassifierTask
-from conftest import refused_line, rte_flags, spiece_path, tree_digest
+from conftest import refused_line, rte_flags, tree_digest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = xt.XLNetConfig(n_layer=2, d_model=16, n_head=2, d_head=8, d_inner=32,
@@ -43,7 +43,8 @@ def write(path, data=b"user data\n"):
 
 @pytest.fixture(scope="module")
 def model():
-  m = xt.XLNetClassifier(TINY, xt.RunOptions(), n_class=3, task_name="mnli")
+  m = xt.XLNetClassifier(xt.XLNetModel(TINY, xt.RunOptions()), n_class=3,
+                         task_name="mnli")
   m.build(None)
   return m
 
@@ -209,7 +210,7 @@ def test_export_replaces_its_previous_export(model, previous, tmp_path,
   target = tmp_path / "sm"
   shutil.copytree(previous, target)
   write(str(tmp_path / "beside.txt"))
-  other = xt.XLNetClassifier(TINY, xt.RunOptions(), n_class=3,
+  other = xt.XLNetClassifier(xt.XLNetModel(TINY, xt.RunOptions()), n_class=3,
                              task_name="mnli")  # new random weights
   other.build(None)
   old = tree_digest(str(target))
@@ -326,109 +327,3 @@ def test_run_classifier_refuses_export_dir_before_training(shared, tmp_path):
       n for n in os.listdir(model_dir)
       if n == "checkpoint" or n.startswith("ckpt-")]
   assert not (tmp_path / "data").exists()  # no features built either
-
-
-# xlnet-saved-model-cli ------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def text_export(shared, model, tmp_path_factory):
-  """A classifier export with the raw-text signatures."""
-  path = str(tmp_path_factory.mktemp("cli") / "sm")
-  return export_classifier(model, path, 8, False, labels=LABELS,
-                           sp_model_path=spiece_path(shared))
-
-
-def _cli_cases(sm, missing):
-  run = ["run", "--dir", sm, "--tag_set", "serve"]
-  return {
-      "missing_dir": (["show", "--dir", missing],
-                      f"--dir={missing}: no such directory"),
-      "unknown_signature": (
-          run + ["--signature_def", "nope", "--input_exprs", 'text=["a"]'],
-          f"--signature_def=nope: no such signature in {sm}; it has: "
-          "serve_text, serve_text_pair, serving_default"),
-      "bad_expression": (
-          run + ["--signature_def", "serve_text", "--input_exprs",
-                 'text=["a great movie"'],
-          '--input_exprs: text=["a great movie": the value is not a Python '
-          "literal"),
-      "wrong_key": (
-          run + ["--signature_def", "serve_text", "--input_exprs",
-                 'txt=["a"]'],
-          "--input_exprs: 'txt' is not an input of signature 'serve_text'; "
-          "its inputs: text"),
-      "wrong_shape": (
-          run + ["--signature_def", "serving_default", "--input_exprs",
-                 "input_ids=[[1, 2]];segment_ids=[[0, 0]];"
-                 "input_mask=[[0.0, 0.0]]"],
-          "--input_exprs: input 'input_ids' has shape [1, 2], signature "
-          "'serving_default' takes [None, 8]"),
-      "missing_input": (
-          run + ["--signature_def", "serve_text_pair", "--input_exprs",
-                 'text_a=["a"]'],
-          "signature 'serve_text_pair' takes inputs text_a, text_b; missing: "
-          "text_b"),
-      "wrong_type": (
-          run + ["--signature_def", "serve_text", "--input_exprs",
-                 "text=[1, 2]"],
-          "--input_exprs: input 'text' has int64 values, signature "
-          "'serve_text' takes string"),
-      "unknown_tag_set": (
-          ["show", "--dir", sm, "--tag_set", "gpu"],
-          f"--tag_set=gpu: no such tag-set in {sm}; it has: serve"),
-  }
-
-
-# Runs every case in ONE process (TensorFlow and TF Text start once); each
-# call goes through xlnet_tf.saved_model_cli.main as the console script does.
-_CLI_DRIVER = """
-import contextlib, io, json, sys
-from xlnet_tf.saved_model_cli import main
-results = {}
-for name, args in json.loads(sys.argv[1]).items():
-  sys.argv = ["xlnet-saved-model-cli"] + args
-  err = io.StringIO()
-  with contextlib.redirect_stderr(err):
-    try:
-      main()
-      code = 0
-    except SystemExit as e:
-      code = e.code
-  results[name] = {"code": code, "stderr": err.getvalue()}
-print(json.dumps(results))
-"""
-
-
-@pytest.fixture(scope="module")
-def cli_results(text_export, tmp_path_factory):
-  missing = str(tmp_path_factory.mktemp("nothing") / "nope")
-  cases = _cli_cases(text_export, missing)
-  res = subprocess.run(
-      [sys.executable, "-c", _CLI_DRIVER,
-       json.dumps({k: v[0] for k, v in cases.items()})],
-      cwd=ROOT, capture_output=True, text=True, timeout=600)
-  assert res.returncode == 0, res.stderr[-3000:]
-  out = json.loads(res.stdout.strip().splitlines()[-1])
-  return {k: (out[k], cases[k][1]) for k in cases}
-
-
-@pytest.mark.parametrize("case", ["missing_dir", "unknown_signature",
-                                  "bad_expression", "wrong_key", "wrong_shape",
-                                  "missing_input", "wrong_type",
-                                  "unknown_tag_set"])
-def test_saved_model_cli_error_is_one_line(cli_results, case):
-  got, want = cli_results[case]
-  assert got["code"] == 2 and "Traceback" not in got["stderr"]
-  assert got["stderr"] == f"xlnet-saved-model-cli: {want}\n"
-
-
-def test_saved_model_cli_console_script_missing_dir(tmp_path):
-  cli = os.path.join(os.path.dirname(sys.executable), "xlnet-saved-model-cli")
-  missing = str(tmp_path / "nope")
-  res = subprocess.run([cli, "run", "--dir", missing, "--tag_set", "serve",
-                        "--signature_def", "serving_default",
-                        "--input_exprs", "input_ids=[[1]]"],
-                       capture_output=True, text=True, timeout=300)
-  assert res.returncode == 2 and "Traceback" not in res.stderr
-  assert res.stderr.strip().splitlines()[-1] == (
-      f"xlnet-saved-model-cli: --dir={missing}: no such directory")

@@ -1,5 +1,6 @@
 """Every output of every case in ../shared/golden, through the public API,
-within 1e-5 of what the original code computed."""
+within 1e-5 of what the original code computed, on the fast path and on the
+reference path (`RunOptions.fast_kernels`)."""
 
 import numpy as np
 import pytest
@@ -7,8 +8,20 @@ import tensorflow as tf
 
 import xlnet_tf as xt
 from xlnet_tf import masks, positions
-from xlnet_tf.models import classification_loss, regression_loss, squad_loss
+from xlnet_tf.tasks import classification_loss, regression_loss, squad_loss
 from conftest import assert_close
+
+
+@pytest.fixture(params=[True, False], ids=["fast", "reference"])
+def fast(request):
+  """`RunOptions.fast_kernels` of the model under test."""
+  return request.param
+
+
+def _encoder(case, fast, **overrides):
+  """The case's encoder on the fast or the reference path."""
+  return xt.XLNetModel(case.config,
+                       case.options(fast_kernels=fast, **overrides))
 
 
 def _finetune_features(case):
@@ -17,9 +30,9 @@ def _finetune_features(case):
           "input_mask": case["input_mask_bm"]}
 
 
-def test_finetune_classification(golden):
+def test_finetune_classification(golden, fast):
   case = golden("case_finetune")
-  model = xt.XLNetClassifier(case.config, case.options(), n_class=3,
+  model = xt.XLNetClassifier(_encoder(case, fast), n_class=3,
                              task_name="sts")
   report = xt.load_original_checkpoint(model, case.ckpt, strict=True)
   assert report.missing == []
@@ -35,9 +48,9 @@ def test_finetune_classification(golden):
   assert_close(model.summary(hidden), case["pooled_last"])
 
 
-def test_finetune_regression(golden):
+def test_finetune_regression(golden, fast):
   case = golden("case_finetune")
-  model = xt.XLNetRegressor(case.config, case.options(), task_name="sts")
+  model = xt.XLNetRegressor(_encoder(case, fast), task_name="sts")
   xt.load_original_checkpoint(model, case.ckpt, strict=True)
   score = model(_finetune_features(case))["score"]
   assert_close(score, case["reg_logits"])
@@ -46,9 +59,9 @@ def test_finetune_regression(golden):
   assert_close(tf.reduce_mean(loss), case["reg_total_loss"])
 
 
-def test_finetune_memory_is_each_layers_input(golden):
+def test_finetune_memory_is_each_layers_input(golden, fast):
   case = golden("case_finetune")
-  model = xt.XLNetModel(case.config, case.options(mem_len=6))
+  model = _encoder(case, fast, mem_len=6)
   xt.load_original_checkpoint(model, case.ckpt)
   out = model(case["input_ids_bm"], segment_ids=case["seg_ids_bm"],
               input_mask=case["input_mask_bm"])
@@ -58,9 +71,9 @@ def test_finetune_memory_is_each_layers_input(golden):
   assert_close(out["sequence_output"], case["sequence_output_bm"])
 
 
-def test_finetune_without_mem_len_has_no_memory(golden):
+def test_finetune_without_mem_len_has_no_memory(golden, fast):
   case = golden("case_finetune")
-  model = xt.XLNetModel(case.config, case.options())
+  model = _encoder(case, fast)
   out = model(case["input_ids_bm"], segment_ids=case["seg_ids_bm"])
   assert out["new_mems"] is None
 
@@ -80,9 +93,9 @@ def test_finetune_intermediates(golden):
                case["dbg_seg_mat_bm"], atol=0)
 
 
-def test_squad_inference(golden):
+def test_squad_inference(golden, fast):
   case = golden("case_squad")
-  model = xt.XLNetForQuestionAnswering(case.config, case.options(),
+  model = xt.XLNetForQuestionAnswering(_encoder(case, fast),
                                        start_n_top=3, end_n_top=3)
   report = xt.load_original_checkpoint(model, case.ckpt, strict=True)
   assert report.unused == []
@@ -104,11 +117,11 @@ def test_squad_inference(golden):
     assert_close(got[~masked], want[~masked], name=key)
 
 
-def test_squad_training_path(golden):
+def test_squad_training_path(golden, fast):
   case = golden("case_squad")
-  model = xt.XLNetForQuestionAnswering(case.config,
-                                       case.options(dropout=0.0, dropatt=0.0),
-                                       start_n_top=3, end_n_top=3)
+  model = xt.XLNetForQuestionAnswering(
+      _encoder(case, fast, dropout=0.0, dropatt=0.0), start_n_top=3,
+      end_n_top=3)
   xt.load_original_checkpoint(model, case.ckpt, strict=True)
   features = {"input_ids": case["input_ids_bm"],
               "segment_ids": case["seg_ids_bm"],
@@ -139,9 +152,9 @@ def test_squad_training_path(golden):
   assert_close(got, expected)
 
 
-def test_race(golden):
+def test_race(golden, fast):
   case = golden("case_race")
-  model = xt.XLNetForMultipleChoice(case.config, case.options(), n_choice=4)
+  model = xt.XLNetForMultipleChoice(_encoder(case, fast), n_choice=4)
   report = xt.load_original_checkpoint(model, case.ckpt, strict=True)
   assert report.unused == []
   features = {"input_ids": case["feat_input_ids"],
@@ -169,10 +182,10 @@ def _pretrain_features(case):
           "target_mask": case["target_mask_bm"]}
 
 
-def test_pretrain_two_stream(golden):
+def test_pretrain_two_stream(golden, fast):
   case = golden("case_pretrain")
   assert case.run["bi_data"] and case.run["clamp_len"] == 5
-  model = xt.XLNetPretrainer(case.config, case.options())
+  model = xt.XLNetPretrainer(_encoder(case, fast))
   report = xt.load_original_checkpoint(model, case.ckpt, strict=True)
   assert report.unused == []
   mems = [tf.constant(m) for m in case["mems_in_bm"]]

@@ -7,8 +7,11 @@ import tensorflow as tf
 import tf_keras as keras
 
 import xlnet_tf as xt
+from xlnet_tf.kernels import dropout_fused
+from xlnet_tf.layers import SeededDropout
 from xlnet_tf.tasks import ClassifierTask
 from xlnet_tf.training import TrainOptions, Trainer
+from xlnet_tf.training import loop as training
 from linear_adam import LINEAR_ADAM
 
 CONFIG = xt.XLNetConfig(n_layer=2, d_model=16, n_head=2, d_head=8, d_inner=32,
@@ -49,9 +52,11 @@ def _loss_and_grads(model, two_stream, training=True, compiled=False):
 
 @pytest.mark.parametrize("two_stream", [False, True])
 @pytest.mark.parametrize("compiled", [False, True])
-def test_recompute_equals_plain_backward_with_dropout(two_stream, compiled):
-  plain = _encoder()
-  recomputed = _encoder(plain, recompute=True)
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "reference"])
+def test_recompute_equals_plain_backward_with_dropout(two_stream, compiled,
+                                                      fast):
+  plain = _encoder(fast_kernels=fast)
+  recomputed = _encoder(plain, recompute=True, fast_kernels=fast)
   loss, grads = _loss_and_grads(plain, two_stream, compiled=compiled)
   loss_rc, grads_rc = _loss_and_grads(recomputed, two_stream,
                                       compiled=compiled)
@@ -78,9 +83,8 @@ def test_seeded_dropout_masks_differ_between_layers_and_calls():
 
 def test_dropout_draws_its_mask_when_its_input_is_ready():
   """A mask that depends on the seed alone would be drawn for every layer at
-  the start of the step and held until used (0.8 GB more at seq 512 under
-  recompute): the random bits must wait for the dropped tensor."""
-  from xlnet_tf.layers.dropout import SeededDropout
+  the start of the step and held until used (benchmarks/README.md): the
+  random bits must wait for the dropped tensor."""
   drop = SeededDropout(0.1)
 
   @tf.function
@@ -108,7 +112,6 @@ def test_dropout_gradient_keeps_only_the_mask():
   """The backward reads the upstream gradient and the bool mask only: neither
   the input nor the output of the forward (4 bytes per element) stays alive
   for it."""
-  from xlnet_tf.layers.fused import dropout_fused
   keep = tf.constant([[True, False], [False, True]])
 
   @tf.function
@@ -131,7 +134,7 @@ def test_dropout_gradient_keeps_only_the_mask():
   for op in backward:
     assert not any(t.ref() in held for t in op.inputs), op.name
   # The mask's cast waits for the incoming gradient: free to run at once,
-  # every layer's cast would be alive together (0.45 GB more at seq 512).
+  # every layer's cast would be alive together (benchmarks/README.md).
   cast, = [op for op in ops if op.type == "Cast"]
   assert cast.control_inputs and all(
       t.dtype == tf.float32 and t.shape == [2, 2]
@@ -183,7 +186,8 @@ def test_float16_training_is_loss_scaled(tmp_path):
   apart = np.sqrt(sum(np.sum((a - b) ** 2) for a, b in zip(w32, w16)))
   assert apart < 0.1 * moved, (apart, moved)
   # The loss scale is saved with the optimizer, so a resumed run keeps it.
-  names = [n for n, _ in tf.train.list_variables(fp16.manager.latest_checkpoint)]
+  names = [n for n, _ in tf.train.list_variables(
+      fp16.manager.latest_checkpoint)]
   assert any("loss_scale" in n for n in names), names
 
 
@@ -212,7 +216,6 @@ def test_float16_overflow_skips_the_step(tmp_path):
     (False, False, False)])
 def test_bfloat16_warning_on_cpus_without_it(tmp_path, monkeypatch, native,
                                              use_bfloat16, warned):
-  import xlnet_tf.training as training
   messages = []
   monkeypatch.setattr(training, "cpu_has_native_bfloat16", lambda: native)
   monkeypatch.setattr(training.logging, "warning",

@@ -1,7 +1,6 @@
 """Pretraining records: contents, the reader's masks, determinism, errors."""
 
 import glob
-import json
 import os
 import subprocess
 import sys
@@ -10,11 +9,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from data_utils import pretrain_data as pd
+from data_utils.pretraining import examples as pd
 from data_utils.atomic import temp_prefix
-from data_utils.create_pretrain_data import create_pretrain_data
-from data_utils.pretrain_reader import (expand_example, load_record_infos,
-                                        pretrain_dataset)
+from data_utils.pretraining.create_pretrain_data import create_pretrain_data
+from data_utils.pretraining.reader import (expand_example,
+                                           load_record_infos,
+                                           pretrain_dataset)
 from data_utils.tokenization import CLS_ID, SEP_ID
 from conftest import corpus_slice, spiece_path
 
@@ -83,8 +83,8 @@ def test_record_contents(built):
     # [reuse] A <sep> B <sep> <cls> with segments 0..0 1..1 2
     assert tokens[-1] == CLS_ID and seg[-1] == 2
     seps = np.flatnonzero(tokens[CFG.reuse_len:] == SEP_ID) + CFG.reuse_len
-    a_sep, b_sep = seps[0], 30
-    assert tokens[30] == SEP_ID
+    a_sep = seps[0]
+    assert tokens[30] == SEP_ID   # B's <sep>, just before <cls>
     np.testing.assert_array_equal(seg[:a_sep + 1], 0)
     np.testing.assert_array_equal(seg[a_sep + 1:31], 1)
     # targets: ascending, never functional, ids = the tokens there
@@ -313,7 +313,8 @@ def test_bad_inputs(built, tmp_path):
 
 
 def test_cli_errors_are_one_line(built, tmp_path):
-  cmd = [sys.executable, "-m", "data_utils.create_pretrain_data",
+  cmd = [sys.executable, "-m",
+         "data_utils.pretraining.create_pretrain_data",
          f"--input_glob={built['corpus']}", f"--save_dir={tmp_path}",
          "--seq_len=16", "--reuse_len=13", "--perm_size=13"]
   res = subprocess.run(cmd + ["--sp_path=/nonexistent/spiece.model"],

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 import xlnet_tf as xt
-from data_utils import race_data
-from data_utils.classifier_data import TaskDataError
+from data_utils.classification.reader import TaskDataError
+from data_utils.race import reader as race_data
+from data_utils.race.features import race_features
 from data_utils.tokenization import CLS_ID, SEP_ID, SentencePieceTokenizer
 from xlnet_tf.tasks import MultipleChoiceTask
 from conftest import spiece_path
@@ -65,7 +66,7 @@ def test_features_on_real_passages(race_dir, tok):
   checked = {"cut": 0, "whole": 0}
   for example in examples[:150]:
     for length, qa_len in ((64, 16), (512, 128)):
-      f = race_data.race_features(example, tok.encode_ids, length, qa_len)
+      f = race_features(example, tok.encode_ids, length, qa_len)
       ids = np.array(f["input_ids"]).reshape(4, length)
       segs = np.array(f["segment_ids"]).reshape(4, length)
       mask = np.array(f["input_mask"]).reshape(4, length)
@@ -116,13 +117,13 @@ def test_original_aliasing_flag(race_dir, tok):
   context = tok.encode_ids(short.context)
   qas = [tok.encode_ids(q) for q in short.qa_list]
   aliased = _original_rows(list(context), qas, 512, 128)
-  f = race_data.race_features(short, tok.encode_ids, 512, 128,
-                              original_context_aliasing=True)
+  f = race_features(short, tok.encode_ids, 512, 128,
+                    original_context_aliasing=True)
   ids = np.array(f["input_ids"]).reshape(4, 512)
   for row in range(4):
     np.testing.assert_array_equal(ids[row], aliased[row][0])
   # the bug: option 2's row also holds option 1's tokens, the fix does not
-  fixed = np.array(race_data.race_features(
+  fixed = np.array(race_features(
       short, tok.encode_ids, 512, 128)["input_ids"]).reshape(4, 512)
   assert (ids[1] != 0).sum() == (fixed[1] != 0).sum() + len(qas[0]) + 3
   assert (fixed[1] != 0).sum() == len(context) + len(qas[1]) + 3

@@ -1,7 +1,8 @@
 """`XLNetModel` and `SequenceSummary` against an independent NumPy
 transcription of the original (time-major, float64) in reference_numpy.py.
 
-The TF side runs in float32, batch-major; every weight gets random values
+The TF side runs in float32, batch-major, on the fast path and on the
+reference path (`RunOptions.fast_kernels`); every weight gets random values
 through `original_weights()` and the same values go to the reference.
 Layouts: API `[B, L, ...]` <-> reference `[L, B, ...]`; perm_mask `[B, L, L]`
 <-> `[L, L, B]`; target_mapping `[B, P, L]` <-> `[P, L, B]`.
@@ -17,6 +18,8 @@ from conftest import assert_close
 
 N_LAYER, D_MODEL, N_HEAD, D_HEAD, D_INNER, N_TOKEN = 2, 32, 4, 8, 64, 120
 B = 4
+BOTH_PATHS = pytest.mark.parametrize("fast", [True, False],
+                                     ids=["fast", "reference"])
 
 
 # ----------------------------------------------------------------- helpers
@@ -49,9 +52,12 @@ def _randomize(layer, seed):
   return values
 
 
-def _model(seed=0, untie_r=True, ff_activation="gelu", **options):
-  """A built `XLNetModel` with random weights, its weights and its options."""
-  opts = xt.RunOptions(dropout=0.0, dropatt=0.0, **options)
+def _model(fast_kernels, seed=0, untie_r=True, ff_activation="gelu",
+           **options):
+  """A built `XLNetModel` with random weights, its weights and its options;
+  `fast_kernels` picks its path."""
+  opts = xt.RunOptions(dropout=0.0, dropatt=0.0, fast_kernels=fast_kernels,
+                       **options)
   model = xt.XLNetModel(_config(untie_r, ff_activation), opts)
   model.build(None)
   return model, _randomize(model, seed), opts
@@ -91,13 +97,14 @@ def _compare(out, expected_output, expected_mems, what=""):
 
 
 def _inputs(rng, length, padding=True, segments=True):
-  """input_ids `[B, L]` int32, segment_ids `[B, L]` int32 with several contiguous
-  segments (ids 0, 1, 2), input_mask `[B, L]` float32 (1 = padding: left
+  """input_ids `[B, L]` int32, segment_ids `[B, L]` int32 with several
+  contiguous segments (ids 0, 1, 2), input_mask `[B, L]` float32 (1 = padding: left
   padding in example 0, right padding in example 2)."""
   input_ids = rng.integers(0, N_TOKEN, [B, length]).astype(np.int32)
   segment_ids = None
   if segments:
-    segment_ids = np.sort(rng.integers(0, 3, [B, length]), axis=1).astype(np.int32)
+    segment_ids = np.sort(rng.integers(0, 3, [B, length]),
+                          axis=1).astype(np.int32)
     segment_ids[1] = np.arange(length) % 3  # alternating segments
   input_mask = None
   if padding:
@@ -139,17 +146,19 @@ def _permutation_inputs(rng, length, n_predict=4):
 ATTN_MODES = [("bi", False), ("uni", False), ("uni", True)]
 
 
+@BOTH_PATHS
 @pytest.mark.parametrize("attn_type,same_length", ATTN_MODES)
 @pytest.mark.parametrize("untie_r", [True, False])
 @pytest.mark.parametrize("clamp_len", [-1, 3])
 @pytest.mark.parametrize("bi_data", [False, True])
 @pytest.mark.parametrize("ff_activation", ["relu", "gelu"])
 def test_single_segment(attn_type, same_length, untie_r, clamp_len, bi_data,
-                        ff_activation):
+                        ff_activation, fast):
   """Padding, several segments, no memory in; mem_len=5 memory out."""
-  model, w, opts = _model(seed=1, untie_r=untie_r, ff_activation=ff_activation,
-                          attn_type=attn_type, same_length=same_length,
-                          clamp_len=clamp_len, bi_data=bi_data, mem_len=5)
+  model, w, opts = _model(fast, seed=1, untie_r=untie_r,
+                          ff_activation=ff_activation, attn_type=attn_type,
+                          same_length=same_length, clamp_len=clamp_len,
+                          bi_data=bi_data, mem_len=5)
   rng = np.random.default_rng(2)
   input_ids, segment_ids, input_mask = _inputs(rng, 8)
   out = model(input_ids, segment_ids=segment_ids, input_mask=input_mask)
@@ -158,13 +167,14 @@ def test_single_segment(attn_type, same_length, untie_r, clamp_len, bi_data,
   _compare(out, expected, expected_mems)
 
 
+@BOTH_PATHS
 @pytest.mark.parametrize("attn_type", ["bi", "uni"])
 @pytest.mark.parametrize("padding,segments", [(False, False), (True, False),
                                               (False, True)])
-def test_without_mask_or_segments(attn_type, padding, segments):
+def test_without_mask_or_segments(attn_type, padding, segments, fast):
   """No input_mask ('bi': no mask at all) and/or no segment_ids (no ef term);
   mem_len None: no new memory."""
-  model, w, opts = _model(seed=3, attn_type=attn_type)
+  model, w, opts = _model(fast, seed=3, attn_type=attn_type)
   input_ids, segment_ids, input_mask = _inputs(np.random.default_rng(4), 7,
                                            padding, segments)
   out = model(input_ids, segment_ids=segment_ids, input_mask=input_mask)
@@ -200,12 +210,13 @@ def _two_segments(model, w, opts, seed, len_1=8, len_2=6, two_stream=False):
   return out_1, out_2
 
 
-@pytest.mark.parametrize("mem_len,reuse_len", [(5, None), (4, 3)])
+@BOTH_PATHS
+@pytest.mark.parametrize("mem_len,reuse_len", [(5, 0), (4, 3)])
 @pytest.mark.parametrize("attn_type,same_length", ATTN_MODES)
 @pytest.mark.parametrize("untie_r", [True, False])
 def test_two_segments_with_memory(mem_len, reuse_len, attn_type, same_length,
-                                  untie_r):
-  model, w, opts = _model(seed=5, untie_r=untie_r, attn_type=attn_type,
+                                  untie_r, fast):
+  model, w, opts = _model(fast, seed=5, untie_r=untie_r, attn_type=attn_type,
                           same_length=same_length, mem_len=mem_len,
                           reuse_len=reuse_len, clamp_len=3 if untie_r else -1)
   out_1, out_2 = _two_segments(model, w, opts, seed=6)
@@ -215,11 +226,12 @@ def test_two_segments_with_memory(mem_len, reuse_len, attn_type, same_length,
   assert out_2["new_mems"][0].shape == (B, mem_len, D_MODEL)
 
 
+@BOTH_PATHS
 @pytest.mark.parametrize("bi_data", [False, True])
-def test_uni_same_length_tied_biases_two_segments(bi_data):
+def test_uni_same_length_tied_biases_two_segments(bi_data, fast):
   """The case the maintainers check explicitly: 'uni' + same_length + tied
   [N, H] biases, over two segments with memory."""
-  model, w, opts = _model(seed=7, untie_r=False, ff_activation="relu",
+  model, w, opts = _model(fast, seed=7, untie_r=False, ff_activation="relu",
                           attn_type="uni", same_length=True, mem_len=5,
                           bi_data=bi_data)
   assert w["model/transformer/r_w_bias"].shape == (N_HEAD, D_HEAD)
@@ -229,28 +241,30 @@ def test_uni_same_length_tied_biases_two_segments(bi_data):
 # ------------------------------------------------------------ two-stream
 
 
+@BOTH_PATHS
 @pytest.mark.parametrize("attn_type,same_length", ATTN_MODES)
 @pytest.mark.parametrize("bi_data", [False, True])
 @pytest.mark.parametrize("untie_r", [True, False])
 def test_two_stream_with_target_mapping_and_memory(attn_type, same_length,
-                                                   bi_data, untie_r):
+                                                   bi_data, untie_r, fast):
   """Segment 2 is two-stream (perm_mask + target_mapping + input_q) over
   segment 1's memory; the output is the query stream `[B, P, D]`."""
-  model, w, opts = _model(seed=9, untie_r=untie_r, attn_type=attn_type,
+  model, w, opts = _model(fast, seed=9, untie_r=untie_r, attn_type=attn_type,
                           same_length=same_length, bi_data=bi_data,
                           mem_len=5, reuse_len=4)
   _, out_2 = _two_segments(model, w, opts, seed=10, two_stream=True)
   assert out_2["sequence_output"].shape == (B, 4, D_MODEL)
 
 
+@BOTH_PATHS
 @pytest.mark.parametrize("attn_type", ["bi", "uni"])
 @pytest.mark.parametrize("with_perm_mask", [True, False])
 @pytest.mark.parametrize("with_memory", [True, False])
 def test_two_stream_without_target_mapping(attn_type, with_perm_mask,
-                                           with_memory):
-  """input_q alone: the query stream starts as input_q*mask_emb + (1-input_q)*emb
-  and the output is `[B, L, D]`."""
-  model, w, opts = _model(seed=11, attn_type=attn_type, mem_len=4)
+                                           with_memory, fast):
+  """input_q alone: the query stream starts as `input_q * mask_emb + (1 -
+  input_q) * emb` and the output is `[B, L, D]`."""
+  model, w, opts = _model(fast, seed=11, attn_type=attn_type, mem_len=4)
   rng = np.random.default_rng(12)
   mems_tf = mems_ref = None
   if with_memory:
@@ -270,14 +284,15 @@ def test_two_stream_without_target_mapping(attn_type, with_perm_mask,
   _compare(out, expected, expected_mems)
 
 
+@BOTH_PATHS
 @pytest.mark.parametrize("attn_type,same_length", ATTN_MODES)
 @pytest.mark.parametrize("bi_data", [False, True])
 def test_output_rows_are_rows_of_the_full_output(attn_type, same_length,
-                                                 bi_data):
+                                                 bi_data, fast):
   """`output_rows` (the last layer computed at a few positions only) gives
   exactly those rows of the reference's full output, over memory, padding,
   segments and both attention types; the memories are unchanged."""
-  model, w, opts = _model(seed=17, attn_type=attn_type,
+  model, w, opts = _model(fast, seed=17, attn_type=attn_type,
                           same_length=same_length, bi_data=bi_data,
                           mem_len=4, clamp_len=3)
   rng = np.random.default_rng(18)
@@ -307,7 +322,7 @@ def test_output_rows_are_rows_of_the_full_output(attn_type, same_length,
 @pytest.mark.parametrize("padded", [True, False])
 def test_sequence_summary(summary_type, use_proj, padded):
   summary = xt.SequenceSummary(
-      _config(), summary_type, use_proj=use_proj,
+      _config(), summary_type, use_summ_proj=use_proj,
       options=xt.RunOptions(dropout=0.0, dropatt=0.0))
   summary.build(None)
   w = _randomize(summary, seed=13)
@@ -327,7 +342,7 @@ def test_sequence_summary(summary_type, use_proj, padded):
 
 def test_summary_attn_ignores_padding():
   """With 'attn', changing padded positions does not change the summary."""
-  summary = xt.SequenceSummary(_config(), "attn", use_proj=True,
+  summary = xt.SequenceSummary(_config(), "attn", use_summ_proj=True,
                                options=xt.RunOptions(dropout=0.0, dropatt=0.0))
   summary.build(None)
   w = _randomize(summary, seed=15)
@@ -347,8 +362,8 @@ def test_summary_attn_ignores_padding():
 def test_pooled_model_computes_only_the_summarized_row(summary_type):
   """A classifier whose summary reads one position runs its last layer at
   that position only; its logits equal the summary of the full output."""
-  model = xt.XLNetClassifier(_config(), xt.RunOptions(dropout=0.0,
-                                                      dropatt=0.0),
+  model = xt.XLNetClassifier(xt.XLNetModel(_config(), xt.RunOptions(dropout=0.0,
+                                                      dropatt=0.0)),
                              n_class=3, summary_type=summary_type)
   model.build(None)
   _randomize(model, seed=19)

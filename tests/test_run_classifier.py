@@ -12,11 +12,13 @@ import pytest
 import tensorflow as tf
 
 import xlnet_tf as xt
-from data_utils import classifier_data as cd
-from data_utils.feature_records import build_features
+from data_utils.classification import features as cf
+from data_utils.classification import reader as cd
+from data_utils.classification.records import build_features
 from data_utils.tokenization import SentencePieceTokenizer
-from xlnet_tf.export import classifier_features, export_classifier
-from xlnet_tf.optimization import layer_lr_factor, make_optimizer
+from xlnet_tf.tasks.classification import (classifier_features,
+                                           export_classifier)
+from xlnet_tf.training.optimizer import layer_lr_factor, make_optimizer
 from xlnet_tf.tasks import ClassifierTask
 from xlnet_tf.training import TrainOptions
 from conftest import spiece_path
@@ -49,7 +51,8 @@ def test_layerwise_learning_rates_scale_each_layers_update():
     emb = tf.Variable(tf.ones([3]), name="transformer/word_embedding/t")
     opt = make_optimizer(TrainOptions(**dict(opts.__dict__,
                                              lr_layer_decay_rate=rate)),
-                         n_layer=2)
+                         {"transformer/layer_0/ff/w":
+                          layer_lr_factor(0, 2, rate)})
     grads = [tf.constant([1.0, -2.0, 3.0])] * 3
     opt.apply_gradients(zip(grads, [var0, var1, emb]))
     deltas[rate] = [v.numpy() - 1.0 for v in (var0, var1, emb)]
@@ -57,7 +60,7 @@ def test_layerwise_learning_rates_scale_each_layers_update():
   np.testing.assert_allclose(deltas[0.5][1], deltas[1.0][1], rtol=1e-6)
   np.testing.assert_allclose(deltas[0.5][2], deltas[1.0][2], rtol=1e-6)
   assert np.abs(deltas[1.0][0]).min() > 0
-  assert layer_lr_factor("transformer/layer_0/x:0", 3, 0.5) == 0.25
+  assert layer_lr_factor(0, 3, 0.5) == 0.25
 
 
 def test_feature_cache_reuse_and_overwrite(shared, tmp_path):
@@ -68,7 +71,7 @@ def test_feature_cache_reuse_and_overwrite(shared, tmp_path):
 
   def build(length, overwrite=False):
     return build_features(
-        examples, lambda e: cd.example_features(e, tok.encode_ids, length,
+        examples, lambda e: cf.example_features(e, tok.encode_ids, length,
                                                 labels),
         length, False, str(tmp_path), {"task": "rte", "split": "dev"},
         pad_to_multiple=8, overwrite=overwrite)
@@ -87,7 +90,7 @@ def test_feature_cache_reuse_and_overwrite(shared, tmp_path):
 def exported(shared, tmp_path_factory):
   """A tiny random classifier over the real vocabulary, exported."""
   work = tmp_path_factory.mktemp("export")
-  model = xt.XLNetClassifier(TINY, xt.RunOptions(), n_class=3,
+  model = xt.XLNetClassifier(xt.XLNetModel(TINY, xt.RunOptions()), n_class=3,
                              task_name="mnli")
   model.build(None)
   path = export_classifier(model, str(work / "saved_model"), 24, False,
@@ -103,7 +106,7 @@ TEXTS_B = ["A cat is sitting.", "He was born in 2000.", "Short.", ""]
 
 def _python_features(shared, a_texts, b_texts, length):
   tok = SentencePieceTokenizer(spiece_path(shared))
-  rows = [cd.convert_example(tok.encode_ids(a),
+  rows = [cf.convert_example(tok.encode_ids(a),
                              tok.encode_ids(b) if b else None, length)
           for a, b in zip(a_texts, b_texts)]
   return {k: np.array([r[k] for r in rows], np.float32 if k == "input_mask"

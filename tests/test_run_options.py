@@ -39,8 +39,8 @@ def test_mixed_precision_close_to_float32(golden, precision, dtype, tolerance):
   case = golden("case_finetune")
   outputs = {}
   for mixed in (False, True):
-    model = xt.XLNetClassifier(case.config,
-                               case.options(**{precision: mixed}), n_class=3,
+    model = xt.XLNetClassifier(xt.XLNetModel(case.config,
+                               case.options(**{precision: mixed})), n_class=3,
                                task_name="sts")
     xt.load_original_checkpoint(model, case.ckpt)
     hidden = model.encode({"input_ids": case["input_ids_bm"],

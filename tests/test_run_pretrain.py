@@ -14,9 +14,9 @@ import pytest
 import tensorflow as tf
 
 import xlnet_tf as xt
-from data_utils import pretrain_data as pd
-from data_utils.create_pretrain_data import create_pretrain_data
-from data_utils.pretrain_reader import pretrain_dataset
+from data_utils.pretraining import examples as pd
+from data_utils.pretraining.create_pretrain_data import create_pretrain_data
+from data_utils.pretraining.reader import pretrain_dataset
 from conftest import corpus_slice, spiece_path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -61,7 +61,7 @@ def test_loss_falls_and_export_loads_into_classifier(records, tmp_path):
   assert np.log(32000) - 1 > losses[0][1] - 5  # started near uniform
   export = model_dir / "original"
   config = xt.XLNetConfig.from_json(str(export / "xlnet_config.json"))
-  clf = xt.XLNetClassifier(config, n_class=2, task_name="sst-2")
+  clf = xt.XLNetClassifier(xt.XLNetModel(config), n_class=2, task_name="sst-2")
   report = xt.load_original_checkpoint(clf, str(export))
   assert report.missing == ["model/classification_sst-2/logit/bias",
                             "model/classification_sst-2/logit/kernel",
@@ -70,7 +70,7 @@ def test_loss_falls_and_export_loads_into_classifier(records, tmp_path):
   assert report.unused == ["model/lm_loss/bias",
                            "model/transformer/mask_emb/mask_emb"]
   # the loaded encoder is the trained one, not a fresh init
-  native = xt.XLNetPretrainer(config)
+  native = xt.XLNetPretrainer(xt.XLNetModel(config))
   assert xt.load_checkpoint(native, str(model_dir)) is None  # native layout
   np.testing.assert_array_equal(clf.encoder.word_embedding.numpy(),
                                 native.encoder.word_embedding.numpy())

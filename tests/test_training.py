@@ -127,21 +127,21 @@ def test_frozen_layers_do_not_move(tmp_path):
       assert not np.array_equal(a, w0), name
 
 
-def test_variable_names_drive_layer_rates_and_weight_decay(tmp_path):
-  """Per-layer rates and the decay exclusions match on variable paths; a
-  model built by the loop must carry them."""
-  from xlnet_tf.optimization import layer_lr_factor, make_optimizer
+def test_layer_hooks_drive_layer_rates_and_weight_decay(tmp_path):
+  """Per-layer rates follow the task's `layer_of`; the decay exclusions
+  match on variable paths, which a model built by the loop must carry."""
+  from xlnet_tf.training.optimizer import variable_key
   trainer = Trainer(ClassifierTask(CONFIG, OPTIONS, 2, "t"),
                     TrainOptions(model_dir=str(tmp_path), train_steps=1,
                                  weight_decay=0.01, lr_layer_decay_rate=0.5))
   names = [v.name for v in trainer.model.trainable_variables]
-  factors = {n: layer_lr_factor(n, 2, 0.5) for n in names}
+  opt = trainer.optimizer
+  factors = {n: opt.layer_factors.get(variable_key(n), 1.0) for n in names}
   assert {f for n, f in factors.items()
           if "transformer/layer_0/" in n} == {0.5}
   assert {f for n, f in factors.items()
           if "transformer/layer_1/" in n} == {1.0}
   assert factors[[n for n in names if "word_embedding" in n][0]] == 1.0
-  opt = make_optimizer(trainer.opts, n_layer=2)
   decayed = {n for n in names if opt._do_use_weight_decay(n)}  # pylint: disable=protected-access
   assert all("LayerNorm" not in n and "bias" not in n for n in decayed)
   assert any("rel_attn/q/kernel" in n for n in decayed)

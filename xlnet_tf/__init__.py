@@ -4,26 +4,22 @@ original TF1 code (zihangdai/xlnet).
 Public API:
   XLNetConfig, RunOptions            config.py
   XLNetModel                         encoder.py
-  SequenceSummary                    heads/summary.py
+  SequenceSummary                    tasks/pooling.py
   XLNetClassifier, XLNetRegressor, XLNetForQuestionAnswering,
-  XLNetForMultipleChoice, XLNetPretrainer            models/
+  XLNetForMultipleChoice, XLNetPretrainer            tasks/ (one module each)
   load_original_checkpoint, save_original_checkpoint, load_checkpoint
-                                     checkpoint.py
+                                     io/
 """
 
-from xlnet_tf.checkpoint import (CheckpointError, LoadReport, load_checkpoint,
-                                 load_native_checkpoint,
-                                 load_original_checkpoint,
-                                 save_native_checkpoint,
-                                 save_original_checkpoint)
+from xlnet_tf.io import (CheckpointError, LoadReport, load_checkpoint,
+                         load_native_checkpoint, load_original_checkpoint,
+                         save_native_checkpoint, save_original_checkpoint)
 from xlnet_tf.config import ConfigError, RunOptions, XLNetConfig
 from xlnet_tf.encoder import XLNetModel
-from xlnet_tf.heads import SequenceSummary
-from xlnet_tf.models import (XLNetClassifier, XLNetForMultipleChoice,
-                             XLNetForQuestionAnswering, XLNetPretrainer,
-                             XLNetRegressor)
-
-__version__ = "0.1.0"
+from xlnet_tf.tasks import (SequenceSummary, XLNetClassifier,
+                            XLNetForMultipleChoice, XLNetForQuestionAnswering,
+                            XLNetPretrainer, XLNetRegressor)
+from xlnet_tf.version import __version__
 
 __all__ = [
     "CheckpointError", "ConfigError", "LoadReport", "RunOptions",

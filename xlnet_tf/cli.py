@@ -10,6 +10,7 @@ from absl import flags
 
 from data_utils.errors import UsageError, run_main
 import xlnet_tf
+from xlnet_tf.tasks import SUMMARY_TYPES
 from xlnet_tf.training import TrainOptions, split_cpu
 
 
@@ -47,7 +48,7 @@ def define_finetune_flags(defaults: dict) -> None:
   flags.DEFINE_float("dropout", 0.1, "Dropout.")
   flags.DEFINE_float("dropatt", 0.1, "Attention dropout.")
   flags.DEFINE_integer("clamp_len", -1, "Clamp relative distances.")
-  flags.DEFINE_enum("summary_type", "last", ["last", "first", "mean", "attn"],
+  flags.DEFINE_enum("summary_type", "last", list(SUMMARY_TYPES),
                     "How to summarize the sequence.")
   flags.DEFINE_bool("use_summ_proj", True, "Tanh projection in the summary.")
   # I/O.

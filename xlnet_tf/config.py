@@ -43,12 +43,6 @@ def _is_int(v) -> bool:
   return isinstance(v, int) and not isinstance(v, bool)
 
 
-def write_json_atomic(path: str, data: dict) -> None:
-  """Writes `data` as JSON (the original's layout: indent 4, sorted keys)
-  through a temp file and a rename."""
-  write_json(path, data, indent=4)
-
-
 @dataclasses.dataclass(frozen=True)
 class XLNetConfig:
   """The original `xlnet_config.json`: the shape of a checkpoint.
@@ -112,7 +106,7 @@ class XLNetConfig:
 
   def to_json(self, path: str) -> None:
     """Writes the original layout (sorted keys, indent 4), atomically."""
-    write_json_atomic(path, self.to_dict())
+    write_json(path, self.to_dict(), indent=4)
 
 
 def check_vocab(config: XLNetConfig, vocab_size: int, spiece_path: str

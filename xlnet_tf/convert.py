@@ -22,79 +22,120 @@ the model had no place for (unused). original/native targets get an
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import glob
 import os
 import re
 import sys
 from typing import List, Optional, Sequence
 
-from data_utils.errors import UserError, run_main
-from xlnet_tf.config import RunOptions, XLNetConfig
+from absl import flags
 
-MODELS = ("base", "lm", "classification", "regression", "multiple_choice",
-          "qa")
+from data_utils.errors import UsageError, UserError, one_line, run_main
+from xlnet_tf.checkpoint_files import is_native_checkpoint, resolve_checkpoint
+from xlnet_tf.config import RunOptions, XLNetConfig
+from xlnet_tf.io import (is_hf_directory, load_hf_weights,
+                         load_native_checkpoint, load_original_checkpoint,
+                         open_checkpoint, read_hf_config,
+                         save_native_checkpoint, save_original_checkpoint)
+from xlnet_tf.io.hf_config import ARCHITECTURES, HF_CONFIG, config_from_hf
+from xlnet_tf.io.hf_files import HF_WEIGHTS
+from xlnet_tf.io.hf_names import MASK_EMB
+from xlnet_tf.pretrained import build_model, save_hf_weights
+from xlnet_tf.tasks import SUMMARY_TYPES
+
+MODELS = tuple(ARCHITECTURES)
 FORMATS = ("original", "native", "hf")
 CONFIG_NAME = "xlnet_config.json"
 DEFAULT_PREFIX = "model.ckpt"
+PROGRAM = "convert: error"
+
+# Its own flag set: importing this module (tests, other tools) adds nothing
+# to the global absl flags the run_*.py scripts define.
+FLAGS = flags.FlagValues()
+flags.DEFINE_string("from", None, "checkpoint prefix or directory, or an HF "
+                    "directory", flag_values=FLAGS)
+flags.DEFINE_string("to", None, "checkpoint prefix (a directory gets "
+                    f"{DEFAULT_PREFIX} in it) or an HF directory",
+                    flag_values=FLAGS)
+flags.DEFINE_enum("to_format", None, FORMATS, "the target's format",
+                  flag_values=FLAGS)
+flags.DEFINE_enum("from_format", "auto", ("auto",) + FORMATS,
+                  "normally detected", flag_values=FLAGS)
+flags.DEFINE_enum("model", None, MODELS, "the model the weights belong to "
+                  "(default: detected from the source; required for native "
+                  "sources)", flag_values=FLAGS)
+flags.DEFINE_string("task_name", None, "classification/regression scope "
+                    "(model/classification_<task>/logit); default: detected",
+                    flag_values=FLAGS)
+flags.DEFINE_integer("n_class", None, "classes (default: detected)",
+                     flag_values=FLAGS)
+flags.DEFINE_enum("summary_type", None, SUMMARY_TYPES,
+                  "sequence summary (default: detected, else last)",
+                  flag_values=FLAGS)
+flags.DEFINE_bool("use_summ_proj", None, "tanh projection in the summary "
+                  "(default: detected)", flag_values=FLAGS)
+flags.DEFINE_bool("untied_lm", False, "the LM head has its own weight "
+                  "(native sources; detected otherwise)", flag_values=FLAGS)
+flags.DEFINE_string("config", None, f"{CONFIG_NAME} (default: the one beside "
+                    "the source checkpoint, or the HF config.json)",
+                    flag_values=FLAGS)
+flags.DEFINE_bool("overwrite", False, "replace the target's files if they "
+                  "exist", flag_values=FLAGS)
+_REQUIRED = ("from", "to", "to_format")
 
 
 class ConvertError(UserError):
   """A conversion that cannot be done as asked (one-line message)."""
 
 
-class _Parser(argparse.ArgumentParser):
-  """Usage errors as one line and exit code 2, like conversion errors."""
+@dataclasses.dataclass(frozen=True)
+class ConvertArgs:
+  """What a conversion is asked to do (the flags, `--from` as `source` and
+  `--to` as `target`)."""
+  source: str
+  target: str
+  to_format: str
+  from_format: str = "auto"
+  model: Optional[str] = None
+  task_name: Optional[str] = None
+  n_class: Optional[int] = None
+  summary_type: Optional[str] = None
+  use_summ_proj: Optional[bool] = None
+  untied_lm: bool = False
+  config: Optional[str] = None
+  overwrite: bool = False
 
-  def error(self, message):
-    sys.stderr.write(f"convert: error: {message}\n")
-    sys.exit(2)
 
-
-def _parser() -> argparse.ArgumentParser:
-  p = _Parser(prog="python -m xlnet_tf.convert",
-              description="Convert XLNet weights between the original TF1 "
-              "layout, this project's native checkpoints and HuggingFace.")
-  p.add_argument("--from", dest="source", required=True,
-                 help="checkpoint prefix or directory, or an HF directory")
-  p.add_argument("--to", dest="target", required=True,
-                 help="checkpoint prefix (a directory gets "
-                 f"{DEFAULT_PREFIX} in it) or an HF directory")
-  p.add_argument("--to_format", required=True, choices=FORMATS)
-  p.add_argument("--from_format", default="auto", choices=("auto",) + FORMATS,
-                 help="normally detected")
-  p.add_argument("--model", choices=MODELS,
-                 help="the model the weights belong to (default: detected "
-                 "from the source; required for native sources)")
-  p.add_argument("--task_name", help="classification/regression scope "
-                 "(model/classification_<task>/logit); default: detected")
-  p.add_argument("--n_class", type=int, help="classes (default: detected)")
-  p.add_argument("--summary_type", choices=("last", "first", "mean", "attn"),
-                 help="sequence summary (default: detected, else last)")
-  p.add_argument("--use_summ_proj", default=None,
-                 action=argparse.BooleanOptionalAction,
-                 help="tanh projection in the summary (default: detected)")
-  p.add_argument("--untied_lm", action="store_true",
-                 help="the LM head has its own weight (native sources; "
-                 "detected otherwise)")
-  p.add_argument("--config", help=f"{CONFIG_NAME} (default: the one beside "
-                 "the source checkpoint, or the HF config.json)")
-  p.add_argument("--overwrite", action="store_true",
-                 help="replace the target's files if they exist")
-  return p
+def parse_args(argv: Sequence[str]) -> ConvertArgs:
+  """`ConvertArgs` from the command line (without the program name); a bad
+  flag raises a one-line `UsageError`."""
+  FLAGS.unparse_flags()
+  try:
+    rest = FLAGS(["convert"] + list(argv))
+  except flags.Error as e:
+    raise UsageError(one_line(e)) from None
+  if rest[1:]:
+    raise UsageError(f"unexpected argument {rest[1]!r} (flags only)")
+  for name in _REQUIRED:
+    if FLAGS[name].value is None:
+      raise UsageError(f"--{name} is required")
+  values = {f.name: getattr(FLAGS, f.name)
+            for f in dataclasses.fields(ConvertArgs)
+            if f.name not in ("source", "target")}
+  return ConvertArgs(source=FLAGS["from"].value, target=FLAGS["to"].value,
+                     **values)
 
 
 def _detect_format(path: str) -> str:
-  from xlnet_tf import checkpoint, hf
-  if hf.is_hf_directory(path):
+  if is_hf_directory(path):
     return "hf"
-  prefix = checkpoint.resolve_checkpoint(path)
-  return "native" if checkpoint.is_native_checkpoint(prefix) else "original"
+  prefix = resolve_checkpoint(path)
+  return "native" if is_native_checkpoint(prefix) else "original"
 
 
 def _original_names(path: str) -> dict:
-  from xlnet_tf import checkpoint
-  return checkpoint.open_checkpoint(path)[1].get_variable_to_shape_map()
+  return open_checkpoint(path)[1].get_variable_to_shape_map()
 
 
 def _scopes(names, kind: str) -> List[str]:
@@ -139,7 +180,7 @@ def _detect_from_original(names: dict, args) -> tuple:
     # model's defaults stand (its summary starts fresh).
     if f"{summary}/summary_bias" in names:
       head["summary_type"] = "attn"
-    head["use_proj"] = f"{summary}/summary/kernel" in names
+    head["use_summ_proj"] = f"{summary}/summary/kernel" in names
   head["tie_weight"] = "model/lm_loss/weight" not in names
   return model, head
 
@@ -153,7 +194,7 @@ def _detect_from_native(names: dict) -> dict:
       head["n_class"] = int(shape[0])
   summary = [n for n in names if "summary_bias" in n or "/projection/" in n]
   if summary:
-    head["use_proj"] = any("/projection/kernel" in n for n in summary)
+    head["use_summ_proj"] = any("/projection/kernel" in n for n in summary)
     if any("summary_bias" in n for n in summary):
       head["summary_type"] = "attn"
   if any(re.search(r"model/(lm_head|heads/0)/weight/", n) for n in names):
@@ -183,8 +224,7 @@ def target_files(target: str, to_format: str) -> List[str]:
   """The files a conversion to `target` writes or replaces (checkpoint data
   files by pattern: their shard count is known only once written)."""
   if to_format == "hf":
-    return [os.path.join(target, name) for name in ("config.json",
-                                                    "model.safetensors")]
+    return [os.path.join(target, name) for name in (HF_CONFIG, HF_WEIGHTS)]
   prefix = _target_prefix(target)
   directory = os.path.dirname(os.path.abspath(prefix))
   return [prefix + ".index", prefix + ".data-*",
@@ -206,24 +246,14 @@ def check_target(args) -> None:
                          "another --to, or pass --overwrite to replace it")
 
 
-def convert(args) -> List[str]:
-  """Does the conversion `args` asks for; returns the report lines."""
-  from xlnet_tf import checkpoint, hf
-  from xlnet_tf.encoder import XLNetModel
-
-  check_target(args)
-  fmt = args.from_format
-  if fmt == "auto":
-    fmt = _detect_format(args.source)
-  lines = [f"from {args.source} ({fmt})"]
-  head: dict = {}
-  notes: List[str] = []
+def _source_model(args: ConvertArgs, fmt: str):
+  """`(model kind, XLNetConfig, RunOptions, head arguments)` of the source."""
   # The original's defaults; they shape no weight, and an HF target records
   # them in its config.json (dropout, attention type, ...).
   options = RunOptions()
   if fmt == "hf":
-    spec = hf.config_from_hf(hf.read_hf_config(args.source),
-                             os.path.join(args.source, hf.HF_CONFIG))
+    spec = config_from_hf(read_hf_config(args.source),
+                          os.path.join(args.source, HF_CONFIG))
     config = XLNetConfig.from_json(args.config) if args.config else spec.config
     # Keep the HF run options so that an HF -> HF conversion keeps them.
     options = spec.options
@@ -243,60 +273,73 @@ def convert(args) -> List[str]:
         head["tie_weight"] = False
   for key, value in (("task_name", args.task_name), ("n_class", args.n_class),
                      ("summary_type", args.summary_type),
-                     ("use_proj", args.use_summ_proj)):
+                     ("use_summ_proj", args.use_summ_proj)):
     if value is not None:
       head[key] = value
-  obj = hf.build_model(model, config, options, **head)
+  return model, config, options, head
+
+
+def _load(obj, args: ConvertArgs, fmt: str, model: str, notes: List[str]):
+  """Loads the source into `obj`: `(its LoadReport or None, report lines)`."""
+  if fmt == "hf":
+    report = load_hf_weights(obj, args.source)
+    notes += report.notes
+  elif fmt == "original":
+    report = load_original_checkpoint(obj, args.source)
+  else:
+    load_native_checkpoint(obj, args.source)
+    return None, ["converted every tensor of the model (native restore, "
+                  "object graph matched)"]
+  lines = [f"converted {len(report.loaded)} tensors"]
+  if report.missing:
+    lines.append(f"missing in source, left at initial values "
+                 f"({len(report.missing)}): " + ", ".join(report.missing))
+  if report.unused:
+    lines.append(f"skipped, no place in the {model} model "
+                 f"({len(report.unused)}): " + ", ".join(report.unused))
+  if report.ignored:
+    lines.append(f"ignored ({len(report.ignored)}): " +
+                 ", ".join(report.ignored))
+  return report, lines
+
+
+def convert(args: ConvertArgs) -> List[str]:
+  """Does the conversion `args` asks for; returns the report lines."""
+  check_target(args)
+  fmt = args.from_format
+  if fmt == "auto":
+    fmt = _detect_format(args.source)
+  lines = [f"from {args.source} ({fmt})"]
+  notes: List[str] = []
+  model, config, options, head = _source_model(args, fmt)
+  obj = build_model(model, config, options, **head)
   shown = ", ".join(f"{k}={v}" for k, v in sorted(head.items())
                     if _applies(k, model))
   lines.append(f"model {model} ({type(obj).__name__})" +
                (f": {shown}" if shown else ""))
-
-  if fmt == "hf":
-    report = hf.load_hf_weights(obj, args.source)
-    notes += report.notes
-  elif fmt == "original":
-    report = checkpoint.load_original_checkpoint(obj, args.source)
-  else:
-    checkpoint.load_native_checkpoint(obj, args.source)
-    report = None
-  if report is not None:
-    lines.append(f"converted {len(report.loaded)} tensors")
-    if report.missing:
-      lines.append(f"missing in source, left at initial values "
-                   f"({len(report.missing)}): " + ", ".join(report.missing))
-    if report.unused:
-      lines.append(f"skipped, no place in the {model} model "
-                   f"({len(report.unused)}): " + ", ".join(report.unused))
-    if report.ignored:
-      lines.append(f"ignored ({len(report.ignored)}): " +
-                   ", ".join(report.ignored))
-  else:
-    lines.append("converted every tensor of the model (native restore, "
-                 "object graph matched)")
-
+  report, loaded = _load(obj, args, fmt, model, notes)
+  lines += loaded
+  # Only the pretrainer runs the query stream; the others' original layout
+  # (a fine-tuned checkpoint) has no mask_emb, while HF always holds one.
+  has_mask_emb = report is not None and MASK_EMB in report.loaded
   if args.to_format == "hf":
-    if (fmt != "hf" and report is not None and
-        "model/transformer/mask_emb/mask_emb" not in report.loaded and
-        not getattr(obj, "uses_query_stream", False)):
-      # A fine-tuned checkpoint has no mask_emb; HF always holds one.
+    if fmt != "hf" and report is not None and not has_mask_emb and (
+        model != "lm"):
       notes.append("mask_emb is not in the source (fine-tuned); written from "
                    "its initial value")
-    saved = hf.save_hf_weights(obj, args.target)
+    saved = save_hf_weights(obj, args.target)
     notes += saved.notes
     lines.append(f"wrote {saved.path} ({saved.architecture}, "
                  f"{len(saved.written)} tensors)")
   else:
     prefix = _target_prefix(args.target)
     if args.to_format == "original":
-      if (report is not None and not isinstance(obj, XLNetModel) and
-          not obj.uses_query_stream and
-          "model/transformer/mask_emb/mask_emb" in report.loaded):
+      if has_mask_emb and model not in ("base", "lm"):
         notes.append("mask_emb not written: fine-tuned models in the "
                      "original layout have none")
-      written = checkpoint.save_original_checkpoint(obj, prefix)
+      written = save_original_checkpoint(obj, prefix)
     else:
-      written = checkpoint.save_native_checkpoint(obj, prefix)
+      written = save_native_checkpoint(obj, prefix)
     config_path = os.path.join(os.path.dirname(os.path.abspath(written)),
                                CONFIG_NAME)
     config.to_json(config_path)
@@ -304,24 +347,30 @@ def convert(args) -> List[str]:
     if config.ff_activation == "gelu_exact" and args.to_format == "original":
       notes.append("ff_activation 'gelu_exact' (HF 'gelu') is unknown to the "
                    "original code, which would need 'gelu' (tanh form)")
-  lines += [f"note: {n}" for n in notes]
-  return lines
+  return lines + [f"note: {n}" for n in notes]
 
 
 def _applies(key: str, model: str) -> bool:
   pooled = model in ("classification", "regression", "multiple_choice")
   return {"task_name": model in ("classification", "regression"),
           "n_class": model == "classification",
-          "summary_type": pooled, "use_proj": pooled,
+          "summary_type": pooled, "use_summ_proj": pooled,
           "tie_weight": model == "lm",
           "start_n_top": model == "qa", "end_n_top": model == "qa"}.get(
               key, False)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-  args = _parser().parse_args(argv)
+  """The command line (`argv` without the program name; default
+  `sys.argv[1:]`): the report on stdout, an error as one line on stderr and
+  exit code 2."""
+  argv = sys.argv[1:] if argv is None else list(argv)
+  if {"-h", "--help", "--helpfull"} & set(argv):
+    print(__doc__ + "\nflags:\n" + FLAGS.get_help())
+    return 0
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-  return run_main("convert: error", lambda: print("\n".join(convert(args))))
+  return run_main(PROGRAM,
+                  lambda: print("\n".join(convert(parse_args(argv)))))
 
 
 if __name__ == "__main__":

@@ -3,13 +3,13 @@ Transformer-XL memory (the original's `transformer_xl`, batch-major).
 
 Inputs (batch-major, B batch, L length, M memory, P predictions, D d_model):
   input_ids      [B, L] int32
-  segment_ids        [B, L] int32 or None (no segment term then)
+  segment_ids    [B, L] int32 or None (no segment term then)
   input_mask     [B, L] float, 1 = padding
   mems           list of n_layer `[B, M, D]` or None
   perm_mask      [B, L, L] float, [b, i, j] = 1: query i may not attend key j
   target_mapping [B, P, L] float one-hot rows (two-stream with P predictions)
-  input_q          [B, L] float, 1 = prediction target; its presence switches the
-                 query stream on
+  input_q        [B, L] float, 1 = prediction target; its presence switches
+                 the query stream on
   output_rows    [B, P] int32: the last layer computes the content stream only
                  at these positions (a pooled head reads one)
 Outputs (a dict):
@@ -17,7 +17,7 @@ Outputs (a dict):
                    the query stream `[B, P, D]` (`[B, L, D]` without
                    target_mapping) when two-stream
   new_mems         list of n_layer `[B, mem_len, D]`, or None when mem_len is
-                   None/0: each layer's INPUT, first `reuse_len` positions
+                   0: each layer's INPUT, first `reuse_len` positions
                    appended to the old memory, gradient stopped.
 """
 
@@ -33,13 +33,15 @@ from xlnet_tf.config import RunOptions, XLNetConfig
 from xlnet_tf.initializers import dtype_policy, fresh, get_initializer
 from xlnet_tf.layers import (PositionwiseFFN, RelativeAttention,
                              RelativePositionEncoding)
-from xlnet_tf.layers.dropout import sub_seed
 from xlnet_tf.masks import attention_masks, segment_matrix
+from xlnet_tf.seeds import sub_seed
 
 
 def cache_memory(layer_input: tf.Tensor, prev_mem: Optional[tf.Tensor],
-                 mem_len: Optional[int], reuse_len: Optional[int] = None):
-  """New memory `[B, mem_len, D]` from a layer's input `[B, L, D]`.
+                 mem_len: int, reuse_len: int = 0) -> Optional[tf.Tensor]:
+  """New memory `[B, mem_len, D]` from a layer's input `[B, L, D]`: the first
+  `reuse_len` positions (0 = all) after the old memory, the last `mem_len`
+  kept, gradient stopped; None when `mem_len` is 0.
 
   Example:
     >>> x = tf.reshape(tf.range(4.0), [1, 4, 1])
@@ -51,7 +53,7 @@ def cache_memory(layer_input: tf.Tensor, prev_mem: Optional[tf.Tensor],
   """
   if not mem_len:
     return None
-  if reuse_len is not None and reuse_len > 0:
+  if reuse_len > 0:
     layer_input = layer_input[:, :reuse_len]
   if prev_mem is not None:
     layer_input = tf.concat([tf.cast(prev_mem, layer_input.dtype), layer_input],
@@ -78,24 +80,29 @@ def _recomputed(run_block, h, g, seed):
   return outputs[0], (outputs[1] if len(outputs) > 1 else None)
 
 
+@keras.utils.register_keras_serializable(package="xlnet_tf")
 class XLNetBlock(keras.layers.Layer):
   """One layer (scope `layer_<i>`): relative attention `rel_attn`, then the
-  feed-forward net `ff` applied to both streams with shared weights."""
+  feed-forward net `ff` applied to both streams with shared weights.
+  `fast_kernels`: the fast paths of `xlnet_tf/kernels` (True) or the
+  reference path."""
 
   def __init__(self, d_model, n_head, d_head, d_inner, ff_activation,
                dropout=0.0, dropatt=0.0, kernel_initializer="glorot_uniform",
-               **kwargs):
+               fast_kernels=True, **kwargs):
     super().__init__(**kwargs)
     self._args = dict(d_model=d_model, n_head=n_head, d_head=d_head,
                       d_inner=d_inner, ff_activation=ff_activation,
-                      dropout=dropout, dropatt=dropatt)
+                      dropout=dropout, dropatt=dropatt,
+                      fast_kernels=fast_kernels)
+    self.fast_kernels = fast_kernels
     self.kernel_initializer = keras.initializers.get(kernel_initializer)
     self.rel_attn = RelativeAttention(
         d_model, n_head, d_head, dropout, dropatt, self.kernel_initializer,
-        name="rel_attn", dtype=self.dtype_policy)
+        fast_kernels, name="rel_attn", dtype=self.dtype_policy)
     self.ff = PositionwiseFFN(
         d_model, d_inner, ff_activation, dropout, self.kernel_initializer,
-        name="ff", dtype=self.dtype_policy)
+        fast_kernels, name="ff", dtype=self.dtype_policy)
 
   def build(self, input_shape=None):
     build_once(self.rel_attn, self.ff)
@@ -114,6 +121,9 @@ class XLNetBlock(keras.layers.Layer):
                          training=training, seed=sub_seed(seed, 0))
     if g is None:
       return self.ff(h, training=training, seed=sub_seed(seed, 1)), None
+    if not self.fast_kernels:
+      return (self.ff(h, training=training, seed=sub_seed(seed, 1)),
+              self.ff(g, training=training, seed=sub_seed(seed, 2)))
     # Both streams through the shared FFN as one batch of rows.
     out = self.ff(tf.concat([h, g], axis=1), training=training,
                   seed=sub_seed(seed, 1))
@@ -122,7 +132,8 @@ class XLNetBlock(keras.layers.Layer):
   def original_weights(self) -> dict:
     weights = {f"rel_attn/{k}": v
                for k, v in self.rel_attn.original_weights().items()}
-    weights.update({f"ff/{k}": v for k, v in self.ff.original_weights().items()})
+    weights.update({f"ff/{k}": v
+                    for k, v in self.ff.original_weights().items()})
     return weights
 
   def get_config(self):
@@ -133,8 +144,11 @@ class XLNetBlock(keras.layers.Layer):
     return config
 
 
+@keras.utils.register_keras_serializable(package="xlnet_tf")
 class XLNetModel(keras.layers.Layer):
   """The XLNet encoder (the original's `model/transformer` scope).
+  `options.fast_kernels` picks the layers' path: the fast kernels
+  (`xlnet_tf/kernels`) or the reference math (`xlnet_tf/layers`).
 
   Example:
     >>> cfg = XLNetConfig(n_layer=1, d_model=8, n_head=2, d_head=4,
@@ -159,7 +173,8 @@ class XLNetModel(keras.layers.Layer):
     self.blocks = [
         XLNetBlock(config.d_model, config.n_head, config.d_head,
                    config.d_inner, config.ff_activation, options.dropout,
-                   options.dropatt, self.initializer, name=f"layer_{i}",
+                   options.dropatt, self.initializer, options.fast_kernels,
+                   name=f"layer_{i}",
                    dtype=self.dtype_policy)
         for i in range(config.n_layer)
     ]

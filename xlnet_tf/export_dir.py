@@ -29,7 +29,7 @@ from absl import logging
 from data_utils.atomic import host_name, writer_gone
 from data_utils.errors import (UsageError, UserError, check_writable_dir,
                                disk_full_is)
-from xlnet_tf import __version__
+from xlnet_tf.version import __version__
 
 EXPORT_MARKER = "xlnet_tf_export.json"
 MARKER_FORMAT = 1

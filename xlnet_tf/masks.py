@@ -1,4 +1,5 @@
-"""Attention masks and the segment matrix, batch-major, as pure functions.
+"""Attention masks, the segment matrix and the masked softmax, batch-major,
+as pure functions.
 
 Convention (the original's): a mask is float32 and 1.0 means the query may NOT
 attend to the key. Key axes are `K = M + L`: the M memory positions come first
@@ -131,3 +132,21 @@ def masked_softmax(score: tf.Tensor, scale: float,
   if mask is not None:
     score -= MASK_PENALTY * tf.cast(mask, tf.float32)
   return tf.nn.softmax(score, axis=-1)
+
+
+def attention_probs(score: tf.Tensor, scale: float, mask: Optional[tf.Tensor],
+                    dropout, dtype, training=False, seed=None) -> tf.Tensor:
+  """Attention probabilities `[B, N, I, J]` from scores `[B, N, I, J]`:
+  `masked_softmax` over the keys with `mask` broadcastable to `[B, I, J]` (1 =
+  may not attend; None = none), cast to `dtype`, then `dropout(p,
+  training=, seed=)` (a `SeededDropout`).
+
+  Example:
+    >>> p = attention_probs(tf.zeros([1, 1, 1, 2]), 1.0,
+    ...                     tf.constant([[[0.0, 1.0]]]),
+    ...                     lambda p, training, seed: p, tf.float32)
+    >>> p.numpy().tolist()
+    [[[[1.0, 0.0]]]]
+  """
+  prob = masked_softmax(score, scale, None if mask is None else mask[:, None])
+  return dropout(tf.cast(prob, dtype), training=training, seed=seed)

@@ -110,47 +110,10 @@ def rel_shift(x: tf.Tensor, klen) -> tf.Tensor:
   rank = len(x.shape)
   lead = shape[:rank - 2]
   qlen, rlen = shape[rank - 2], shape[rank - 1]
-  # tf.slice rather than `x[..., 1:, :]`: the gradient of a strided slice
-  # is ~6x slower on CPU than slice's (a pad), and this runs in every layer.
+  # tf.slice rather than `x[..., 1:, :]`: slice's gradient is a pad, much
+  # cheaper on CPU than a strided slice's, and this runs in every layer.
   lead_zeros = [0] * (rank - 2)
   x = tf.reshape(x, tf.concat([lead, [rlen, qlen]], 0))
   x = tf.slice(x, lead_zeros + [1, 0], [-1] * rank)
   x = tf.reshape(x, tf.concat([lead, [qlen, rlen - 1]], 0))
   return tf.slice(x, lead_zeros + [0, 0], [-1] * (rank - 1) + [klen])
-
-
-def shift_rows(x: tf.Tensor, offsets: tf.Tensor, klen) -> tf.Tensor:
-  """`rel_shift` for chosen rows: `x [B, N, P, R]`, `offsets [B, P]` int ->
-  `[B, N, P, klen]`, `out[b, n, p, j] = x[b, n, p, offsets[b, p] + j]`.
-
-  Query row p at position `pos_p` reads `offsets = qlen - pos_p`. Indices
-  past the last row are clamped to it: they belong to keys the mask hides
-  ('uni' attention's future), whose gradient is exactly zero. The gradient
-  is a gather too (each output column comes from its own input column),
-  instead of TensorFlow's scatter-add for a gather, ~10x slower on CPU.
-
-  Example:
-    >>> x = tf.constant([[[[20., 21., 22., 23.], [30., 31., 32., 33.]]]])
-    >>> shift_rows(x, tf.constant([[2, 1]]), klen=2).numpy().tolist()
-    [[[[22.0, 23.0], [31.0, 32.0]]]]
-  """
-  return _shift_rows(x, tf.cast(offsets, tf.int32), klen)
-
-
-@tf.custom_gradient
-def _shift_rows(x, offsets, klen):
-  rows = tf.shape(x)[-1]
-  target = tf.shape(x)[:3]
-  index = tf.minimum(offsets[:, None, :, None] + tf.range(klen), rows - 1)
-  out = tf.gather(x, tf.broadcast_to(index, tf.concat([target, [klen]], 0)),
-                  batch_dims=3)
-
-  def grad(upstream):
-    # Input column r took output column r - offset, if inside [0, klen);
-    # other columns get the zero appended at index klen.
-    column = tf.range(rows) - offsets[:, None, :, None]
-    column = tf.where((column >= 0) & (column < klen), column, klen)
-    padded = tf.pad(upstream, [[0, 0], [0, 0], [0, 0], [0, 1]])
-    return tf.gather(padded, tf.broadcast_to(
-        column, tf.concat([target, [rows]], 0)), batch_dims=3), None, None
-  return out, grad

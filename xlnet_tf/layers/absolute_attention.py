@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import tensorflow as tf
+import tf_keras as keras
 
 from xlnet_tf.layers.multi_head import MultiHeadBase
 from xlnet_tf.masks import masked_softmax
 
 
+@keras.utils.register_keras_serializable(package="xlnet_tf")
 class AbsoluteAttention(MultiHeadBase):
   """`q [B, I, D]` attends `k, v [B, J, D]` -> `[B, I, D]`.
 

@@ -1,67 +1,37 @@
-"""Dropout that can replay its mask: given a `seed` (int32 `[2]`), the mask is a
-pure function of the seed (stateless RNG), so a layer recomputed in the
+"""Dropout that can replay its mask: given a `seed` (int32 `[2]`), the mask is
+a pure function of the seed (stateless RNG), so a layer recomputed in the
 backward pass (`RunOptions.recompute`) drops exactly what the forward pass
 dropped. Without a seed it is Keras's ordinary (stateful) dropout.
 """
 
 from __future__ import annotations
 
-from typing import Optional
-
 import tensorflow as tf
 import tf_keras as keras
 
-from xlnet_tf.layers.fused import dropout_fused
-
-# Each element's keep/drop decision reads 16 random bits: one 32-bit Philox
-# output serves two elements, half the generator work of a float uniform per
-# element (the RNG was ~6% of a fine-tuning step). The rate is realised to
-# 1/65536 (0.1 -> 0.1000061) and the survivors are scaled by the realised rate,
-# so the expectation is exact.
-_LEVELS = 1 << 16
+from xlnet_tf.kernels import seeded_dropout
 
 
-def sub_seed(seed: Optional[tf.Tensor], site: int) -> Optional[tf.Tensor]:
-  """The seed of dropout site `site` under `seed` (None stays None): distinct
-  sites get independent masks.
+def plain_seeded_dropout(inputs: tf.Tensor, rate: float,
+                         seed: tf.Tensor) -> tf.Tensor:
+  """The reference: each element kept when a uniform draw from `seed` is at
+  least `rate`, survivors scaled by `1 / (1 - rate)`.
 
   Example:
-    >>> a = sub_seed(tf.constant([1, 2]), 0)
-    >>> b = sub_seed(tf.constant([1, 2]), 1)
-    >>> a.shape, bool(tf.reduce_all(a == b))
-    (TensorShape([2]), False)
-    >>> sub_seed(None, 3) is None
-    True
+    >>> y = plain_seeded_dropout(tf.ones([4, 6]), 0.5, tf.constant([3, 4]))
+    >>> sorted(set(y.numpy().ravel().tolist()))
+    [0.0, 2.0]
   """
-  if seed is None:
-    return None
-  return tf.random.experimental.stateless_fold_in(seed, site)
+  keep = tf.random.stateless_uniform(tf.shape(inputs), seed) >= rate
+  return inputs * tf.cast(keep, inputs.dtype) / tf.cast(1.0 - rate,
+                                                       inputs.dtype)
 
 
-def keep_mask(shape, rate: float, seed: tf.Tensor):
-  """`(keep, realised_rate)`: a bool mask of `shape`, each element False with
-  probability `realised_rate` = `round(rate * 65536) / 65536`, a pure function
-  of `seed` (int32 `[2]`).
-
-  Example:
-    >>> keep, p = keep_mask([1000, 100], 0.1, tf.constant([7, 8]))
-    >>> round(p, 7), round(1 - float(tf.reduce_mean(tf.cast(keep, tf.float32))), 2)
-    (0.1000061, 0.1)
-    >>> bool(tf.reduce_all(keep == keep_mask([1000, 100], 0.1,
-    ...                                      tf.constant([7, 8]))[0]))
-    True
-  """
-  threshold = min(int(round(rate * _LEVELS)), _LEVELS - 1)
-  size = tf.reduce_prod(shape)
-  bits = tf.random.stateless_uniform([(size + 1) // 2], seed, minval=None,
-                                     maxval=None, dtype=tf.uint32)
-  halves = tf.reshape(tf.bitcast(bits, tf.uint16), [-1])[:size]
-  keep = tf.reshape(halves, shape) >= tf.constant(threshold, tf.uint16)
-  return keep, threshold / _LEVELS
-
-
+@keras.utils.register_keras_serializable(package="xlnet_tf")
 class SeededDropout(keras.layers.Dropout):
-  """`keras.layers.Dropout` plus an optional `seed` argument to `call`.
+  """`keras.layers.Dropout` plus an optional `seed` argument to `call`;
+  `fast_kernels` picks `kernels.seeded_dropout` (16-bit masks, fused) or
+  `plain_seeded_dropout` for seeded masks.
 
   Example:
     >>> drop = SeededDropout(0.5)
@@ -76,20 +46,18 @@ class SeededDropout(keras.layers.Dropout):
     True
   """
 
-  def call(self, inputs, training=None, seed=None):
-    mask = self.mask(inputs, training, seed)
-    if mask is None:
-      return super().call(inputs, training=training)
-    return dropout_fused(inputs, *mask)
+  def __init__(self, rate, fast_kernels: bool = True, **kwargs):
+    super().__init__(rate, **kwargs)
+    self.fast_kernels = fast_kernels
 
-  def mask(self, inputs, training=None, seed=None):
-    """`(keep, realised_rate)` for `inputs` (see `keep_mask`), for a caller
-    that fuses the dropout into its own kernel; None where this layer would
-    not draw a seeded mask (no seed, not training, or rate 0)."""
+  def call(self, inputs, training=None, seed=None):
     if seed is None or not training or self.rate == 0:
-      return None
-    # The mask depends on the seed alone, so the executor would draw every
-    # layer's masks at the start of the step and hold them until used; the
-    # control dependency draws each when its input is ready.
-    with tf.control_dependencies([inputs]):
-      return keep_mask(tf.shape(inputs), self.rate, seed)
+      return super().call(inputs, training=training)
+    if self.fast_kernels:
+      return seeded_dropout(inputs, self.rate, seed)
+    return plain_seeded_dropout(inputs, self.rate, seed)
+
+  def get_config(self):
+    config = super().get_config()
+    config["fast_kernels"] = self.fast_kernels
+    return config

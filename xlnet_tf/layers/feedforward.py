@@ -1,41 +1,46 @@
-"""Position-wise feed-forward network: `LN(x + W2 drop(act(W1 x)))`."""
+"""Position-wise feed-forward network: `LN(x + W2 drop(act(W1 x)))` (with
+dropout on the second projection too)."""
 
 from __future__ import annotations
 
-import tensorflow as tf
 import tf_keras as keras
 
 from xlnet_tf.building import build_dense, build_once
 from xlnet_tf.initializers import fresh, get_activation
-from xlnet_tf.layers.dropout import SeededDropout, sub_seed
-from xlnet_tf.layers.fused import gelu_tanh_fused
+from xlnet_tf.kernels import FeedForwardParts, feedforward
+from xlnet_tf.layers.dropout import SeededDropout
 from xlnet_tf.layers.layer_norm import LayerNorm
+from xlnet_tf.seeds import sub_seed
 
 
+@keras.utils.register_keras_serializable(package="xlnet_tf")
 class PositionwiseFFN(keras.layers.Layer):
   """`[..., D] -> [..., D]`; weights named as the original's `ff/` scope
-  (`layer_1`, `layer_2`, `LayerNorm`)."""
+  (`layer_1`, `layer_2`, `LayerNorm`). `fast_kernels` selects
+  `kernels.feedforward` (2-D matmuls, GELU fused with its dropout) or the
+  formula as written in `call`."""
 
   def __init__(self, d_model: int, d_inner: int, activation: str = "relu",
                dropout: float = 0.0, kernel_initializer="glorot_uniform",
-               **kwargs):
+               fast_kernels: bool = True, **kwargs):
     super().__init__(**kwargs)
     self.d_model = d_model
     self.d_inner = d_inner
     self.activation = activation
     self.dropout_rate = dropout
+    self.fast_kernels = fast_kernels
     self.kernel_initializer = keras.initializers.get(kernel_initializer)
-    # The activation is applied in `call`: training takes the fused kernel.
     self.act = get_activation(activation)
     self.layer_1 = keras.layers.Dense(
-        d_inner, kernel_initializer=fresh(self.kernel_initializer), name="layer_1",
-        dtype=self.dtype_policy)
+        d_inner, kernel_initializer=fresh(self.kernel_initializer),
+        name="layer_1", dtype=self.dtype_policy)
     self.layer_2 = keras.layers.Dense(
-        d_model, kernel_initializer=fresh(self.kernel_initializer), name="layer_2",
-        dtype=self.dtype_policy)
-    self.drop_1 = SeededDropout(dropout, dtype=self.dtype_policy)
-    self.drop_2 = SeededDropout(dropout, dtype=self.dtype_policy)
-    self.layer_norm = LayerNorm(d_model, dtype=self.dtype_policy)
+        d_model, kernel_initializer=fresh(self.kernel_initializer),
+        name="layer_2", dtype=self.dtype_policy)
+    self.drop_1 = SeededDropout(dropout, fast_kernels, dtype=self.dtype_policy)
+    self.drop_2 = SeededDropout(dropout, fast_kernels, dtype=self.dtype_policy)
+    self.layer_norm = LayerNorm(d_model, fast_kernels=fast_kernels,
+                                dtype=self.dtype_policy)
 
   def build(self, input_shape=None):
     build_dense(self.layer_1, self.d_model)
@@ -45,22 +50,15 @@ class PositionwiseFFN(keras.layers.Layer):
 
   def call(self, x, training=False, seed=None):
     """`seed`: int32 `[2]` for replayable dropout masks, or None."""
-    # On `[B * L, D]` the dense layers are plain matmuls whose bias add fuses
-    # into them (a 3-D input would go through tensordot's reshapes).
-    shape = tf.shape(x)
-    x = tf.reshape(x, [-1, self.d_model])
-    y = self.layer_1(x)
-    seed_1 = sub_seed(seed, 0)
-    fused = training and self.activation == "gelu"
-    mask = self.drop_1.mask(y, training, seed_1) if fused else None
-    if mask is not None:
-      y = gelu_tanh_fused(y, *mask)  # GELU and its dropout: one kernel
-    else:
-      y = gelu_tanh_fused(y) if fused else self.act(y)
-      y = self.drop_1(y, training=training, seed=seed_1)
-    y = self.drop_2(self.layer_2(y), training=training,
-                    seed=sub_seed(seed, 1))
-    return tf.reshape(self.layer_norm(y + x), shape)
+    if self.fast_kernels:
+      parts = FeedForwardParts(self.layer_1, self.layer_2, self.drop_1,
+                               self.drop_2, self.layer_norm, self.activation,
+                               self.act, self.dropout_rate, self.d_model)
+      return feedforward(parts, x, training, seed)
+    y = self.drop_1(self.act(self.layer_1(x)), training=training,
+                    seed=sub_seed(seed, 0))
+    y = self.drop_2(self.layer_2(y), training=training, seed=sub_seed(seed, 1))
+    return self.layer_norm(x + y)
 
   def original_weights(self) -> dict:
     """Relative original names -> variables."""
@@ -76,7 +74,7 @@ class PositionwiseFFN(keras.layers.Layer):
     config = super().get_config()
     config.update(
         d_model=self.d_model, d_inner=self.d_inner, activation=self.activation,
-        dropout=self.dropout_rate,
+        dropout=self.dropout_rate, fast_kernels=self.fast_kernels,
         kernel_initializer=keras.initializers.serialize(
             self.kernel_initializer))
     return config

@@ -12,13 +12,16 @@ from xlnet_tf.layers.layer_norm import LayerNorm
 
 
 class MultiHeadBase(keras.layers.Layer):
-  """Subclasses set `KERNELS`, the projections they own, and implement call."""
+  """Subclasses set `KERNELS`, the projections they own, and implement call.
+  `fast_kernels` goes to the dropouts and the LayerNorm (and selects the
+  subclass's own path)."""
 
   KERNELS = ("q", "k", "v", "o")
 
   def __init__(self, d_model: int, n_head: int, d_head: int,
                dropout: float = 0.0, dropatt: float = 0.0,
-               kernel_initializer="glorot_uniform", **kwargs):
+               kernel_initializer="glorot_uniform", fast_kernels: bool = True,
+               **kwargs):
     super().__init__(**kwargs)
     self.d_model = d_model
     self.n_head = n_head
@@ -26,10 +29,14 @@ class MultiHeadBase(keras.layers.Layer):
     self.dropout_rate = dropout
     self.dropatt_rate = dropatt
     self.kernel_initializer = keras.initializers.get(kernel_initializer)
+    self.fast_kernels = fast_kernels
     self.scale = 1.0 / (d_head ** 0.5)
-    self.attn_dropout = SeededDropout(dropatt, dtype=self.dtype_policy)
-    self.output_dropout = SeededDropout(dropout, dtype=self.dtype_policy)
-    self.layer_norm = LayerNorm(d_model, dtype=self.dtype_policy)
+    self.attn_dropout = SeededDropout(dropatt, fast_kernels,
+                                      dtype=self.dtype_policy)
+    self.output_dropout = SeededDropout(dropout, fast_kernels,
+                                        dtype=self.dtype_policy)
+    self.layer_norm = LayerNorm(d_model, fast_kernels=fast_kernels,
+                                dtype=self.dtype_policy)
 
   def build(self, input_shape=None):
     shape = [self.d_model, self.n_head, self.d_head]
@@ -52,6 +59,7 @@ class MultiHeadBase(keras.layers.Layer):
     config.update(
         d_model=self.d_model, n_head=self.n_head, d_head=self.d_head,
         dropout=self.dropout_rate, dropatt=self.dropatt_rate,
+        fast_kernels=self.fast_kernels,
         kernel_initializer=keras.initializers.serialize(
             self.kernel_initializer))
     return config

@@ -7,6 +7,7 @@ import tf_keras as keras
 from xlnet_tf.positions import relative_positional_encoding
 
 
+@keras.utils.register_keras_serializable(package="xlnet_tf")
 class RelativePositionEncoding(keras.layers.Layer):
   """`(qlen, klen, batch_size) -> [R, D]`, or `[B, R, D]` with `bi_data`.
 

@@ -1,45 +1,78 @@
-"""Relative multi-head attention with XLNet's two streams sharing its weights.
+"""Relative multi-head attention with XLNet's two streams sharing its weights:
+the reference path, one function per equation (the original's
+`rel_attn_core`, `post_attention` and `two_stream_rel_attn`). The fast path,
+`kernels.relative_attention`, computes the same values
+(`RunOptions.fast_kernels`).
 
-Shapes (batch-major): B batch, L current length, M memory length, K = M + L
-keys, R rows of the positional encoding, P predictions, N heads, H head size,
-D model size. Inside the core, heads lead (`[B, N, T, H]`), so every product
-below is a batched matmul on contiguous blocks; scores are `[B, N, I, J]`
-(query i, key j).
+Shapes (batch-major): B batch, I queries, J = K = M + L keys (M memory, L
+current), R rows of the positional encoding, N heads, H head size, D model
+size. Heads are `[B, T, N, H]`, scores `[B, N, I, J]` (query i, key j).
 
     score = (ac + bd + ef) / sqrt(H) - 1e30 * mask
-    ac = (q + r_w_bias) . k          content
-    bd = rel_shift((q + r_r_bias) . r) position
-    ef = (q + r_s_bias) . seg_embed[s_ij]  segment (same / different)
+    ac = (q_i + r_w_bias) . k_j                    content_score
+    bd = rel_shift((q_i + r_r_bias) . r)_ij        position_score
+    ef = (q_i + r_s_bias) . seg_embed[s_ij]        segment_score
+    attn_vec_i = sum_j softmax_j(score)_ij v_j      attention_vector
+    out = LayerNorm(x + dropout(o(attn_vec)))      post_attention
 """
 
 from __future__ import annotations
 
 import tensorflow as tf
+import tf_keras as keras
 
-from xlnet_tf.layers.dropout import sub_seed
+from xlnet_tf.kernels import AttentionParts, relative_attention
 from xlnet_tf.layers.multi_head import MultiHeadBase
-from xlnet_tf.masks import masked_softmax
-from xlnet_tf.positions import rel_shift, shift_rows
+from xlnet_tf.masks import attention_probs
+from xlnet_tf.positions import rel_shift
+from xlnet_tf.seeds import sub_seed
 
 
-@tf.custom_gradient
-def add_head_bias(q_head, bias):
-  """`q [B, N, I, H] + bias [N, H]` (one bias per head, shared by batch and
-  positions).
+def project(x, kernel):
+  """`x [B, T, D]` (or `[T, D]`) by `kernel [D, N, H]` -> `[B, T, N, H]` (or
+  `[T, N, H]`)."""
+  return tf.einsum("...d,dnh->...nh", x, kernel)
 
-  Its gradient sums over I, then B: TF's own gradient reduces both
-  non-adjacent axes in one pass, ~3x slower on CPU.
 
-  Example:
-    >>> add_head_bias(tf.zeros([1, 2, 3, 1]), tf.constant([[1.], [2.]]))[
-    ...     0, :, :, 0].numpy().tolist()
-    [[1.0, 1.0, 1.0], [2.0, 2.0, 2.0]]
+def content_score(q_head, k_head, r_w_bias):
+  """`ac[b, n, i, j] = (q_i + r_w_bias) . k_j`: `q [B, I, N, H]`, `k [B, J, N,
+  H]`, `r_w_bias [N, H]` -> `[B, N, I, J]`."""
+  return tf.einsum("bind,bjnd->bnij", q_head + r_w_bias, k_head)
+
+
+def position_score(q_head, r_head, r_r_bias, klen):
+  """`bd[b, n, i, j] = (q_i + r_r_bias) . r_d`, `r_d` the encoding row of
+  distance `d = mlen + i - j`:
+  `r [R, N, H]` (or `[B, R, N, H]` with `bi_data`) -> `[B, N, I, klen]`,
+  scored against every row then aligned to the keys by `rel_shift`."""
+  equation = "bind,rnd->bnir" if len(r_head.shape) == 3 else "bind,brnd->bnir"
+  return rel_shift(tf.einsum(equation, q_head + r_r_bias, r_head), klen)
+
+
+def segment_score(q_head, seg_mat, r_s_bias, seg_embed):
+  """`ef[b, n, i, j] = (q_i + r_s_bias) . seg_embed[s_ij]`, `s_ij` = 1 where
+  query i and key j are in different segments: `seg_mat [B, I, J, 2]`
+  one-hot of `s_ij`, `seg_embed [2, N, H]` -> `[B, N, I, J]`. The segment
+  term of attention: a change here goes to the fast path's twin too,
+  `kernels/attention.py: segment_score`.
+
+  Example (one query, keys in the same and in a different segment):
+    >>> seg_mat = tf.constant([[[[1., 0.], [0., 1.]]]])
+    >>> segment_score(tf.zeros([1, 1, 1, 1]), seg_mat, tf.constant([[1.]]),
+    ...               tf.constant([[[2.]], [[3.]]])).numpy().tolist()
+    [[[[2.0, 3.0]]]]
   """
-  def grad(upstream):
-    return upstream, tf.reduce_sum(tf.reduce_sum(upstream, axis=2), axis=0)
-  return q_head + bias[:, None], grad
+  ef = tf.einsum("bind,snd->bnis", q_head + r_s_bias, seg_embed)
+  return tf.einsum("bijs,bnis->bnij", tf.cast(seg_mat, ef.dtype), ef)
 
 
+def attention_vector(prob, v_head):
+  """`sum_j prob[b, n, i, j] v_j`: `[B, N, I, J]`, `[B, J, N, H]` -> `[B, I,
+  N, H]`."""
+  return tf.einsum("bnij,bjnd->bind", prob, v_head)
+
+
+@keras.utils.register_keras_serializable(package="xlnet_tf")
 class RelativeAttention(MultiHeadBase):
   """One attention sub-layer (scope `rel_attn`): projections q, k, v, r, o of
   shape `[D, N, H]`, then residual and LayerNorm.
@@ -51,69 +84,6 @@ class RelativeAttention(MultiHeadBase):
   """
 
   KERNELS = ("q", "k", "v", "r", "o")
-
-  def _heads(self, x, kernel):
-    """`[B, T, D] -> [B, N, T, H]` (or `[T, D] -> [N, T, H]`): one 2-D matmul,
-    then heads to the front."""
-    n, h = self.n_head, self.d_head
-    flat = tf.matmul(tf.reshape(x, [-1, self.d_model]),
-                     tf.reshape(kernel, [self.d_model, n * h]))
-    if len(x.shape) == 2:
-      return tf.transpose(tf.reshape(flat, [-1, n, h]), [1, 0, 2])
-    shape = tf.shape(x)
-    return tf.transpose(tf.reshape(flat, [shape[0], shape[1], n, h]),
-                        [0, 2, 1, 3])
-
-  def _attend(self, q_head, k_head, v_head, r_head, biases, seg_mat, mask,
-              training, seed=None, positions=None, qlen=None):
-    """The attention core: `q [B, N, I, H]`, `k, v [B, N, K, H]`, `r [B, N, R,
-    H]` or `[N, R, H]` -> attention vector `[B, N, I, H]`.
-
-    Query rows are the `qlen` positions of the segment, or with `positions
-    [B, I]` (int) just those positions (the query stream's targets, or the
-    rows a pooled model reads): their position scores are then gathered from
-    the relative rows directly, `rel_shift`'s `x[i, j + qlen - pos_i]`, rather
-    than computed for every position and thrown away.
-    """
-    r_w_bias, r_r_bias, r_s_bias, seg_embed = biases
-    klen = tf.shape(k_head)[2]
-
-    ac = tf.matmul(add_head_bias(q_head, r_w_bias), k_head, transpose_b=True)
-    bd = tf.matmul(add_head_bias(q_head, r_r_bias), r_head, transpose_b=True)
-    if positions is None:
-      bd = rel_shift(bd, klen)
-    else:
-      bd = shift_rows(bd, qlen - positions, klen)
-      if seg_mat is not None:
-        seg_mat = tf.gather(seg_mat, positions, batch_dims=1)
-      if mask is not None:
-        full = tf.broadcast_to(mask, [tf.shape(positions)[0], qlen, klen])
-        mask = tf.gather(full, positions, batch_dims=1)
-    score = ac + bd
-    if seg_mat is not None:
-      ef = tf.einsum("bnid,snd->bnis", add_head_bias(q_head, r_s_bias),
-                     seg_embed)
-      # Picks ef[same] or ef[different] per (i, j): the one-hot product of
-      # the original, without a matmul over a dimension of 2.
-      different = (seg_mat[..., 1] > 0)[:, None]
-      score += tf.where(different, ef[..., 1:], ef[..., :1])
-
-    prob = masked_softmax(score, self.scale,
-                          None if mask is None else mask[:, None])
-    prob = self.attn_dropout(tf.cast(prob, q_head.dtype), training=training,
-                             seed=seed)
-    return tf.matmul(prob, v_head)
-
-  def _post_attention(self, residual, attn_vec, training, seed=None):
-    """`residual [B, I, D]`, `attn_vec [B, N, I, H]` -> `[B, I, D]`."""
-    shape = tf.shape(residual)
-    vec = tf.reshape(tf.transpose(attn_vec, [0, 2, 1, 3]),
-                     [-1, self.n_head * self.d_head])
-    out = tf.matmul(vec, tf.reshape(self.o_kernel, [self.d_model, -1]),
-                    transpose_b=True)
-    out = self.output_dropout(tf.reshape(out, shape), training=training,
-                              seed=seed)
-    return self.layer_norm(out + residual)
 
   def call(self, h, pos_enc, biases, g=None, mems=None, seg_mat=None,
            content_mask=None, query_mask=None, target_mapping=None,
@@ -130,51 +100,81 @@ class RelativeAttention(MultiHeadBase):
       content_mask, query_mask: broadcastable to `[B, L, K]`, 1 = may not
         attend, or None.
       target_mapping: `[B, P, L]` one-hot rows of the P predictions, or None.
-      rows: `[B, P]` int positions: the content stream is computed only
-        there (keys and values still cover every position), `h_out` is
-        `[B, P, D]`; None for all L.
+      rows: `[B, P]` int positions: `h_out` is the content stream at those
+        rows only, `[B, P, D]`; None for all L.
       seed: int32 `[2]` for replayable dropout masks, or None.
     """
     dtype = self.compute_dtype
     h = tf.cast(h, dtype)
+    g = None if g is None else tf.cast(g, dtype)
+    mems = None if mems is None else tf.cast(mems, dtype)
+    pos_enc = tf.cast(pos_enc, dtype)
     biases = tuple(None if b is None else tf.cast(b, dtype) for b in biases)
-    cat = h if mems is None else tf.concat([tf.cast(mems, dtype), h], axis=1)
-    k_head = self._heads(cat, self.k_kernel)
-    v_head = self._heads(cat, self.v_kernel)
-    r_head = self._heads(tf.cast(pos_enc, dtype), self.r_kernel)
-    qlen = tf.shape(h)[1]
+    args = (h, pos_enc, biases, g, mems, seg_mat, content_mask, query_mask,
+            target_mapping, rows, training, seed)
+    if self.fast_kernels:
+      parts = AttentionParts(self.q_kernel, self.k_kernel, self.v_kernel,
+                             self.r_kernel, self.o_kernel, self.scale,
+                             self.attn_dropout, self.output_dropout,
+                             self.layer_norm)
+      return relative_attention(parts, *args)
+    return self.two_stream(*args)
 
+  def rel_attn_core(self, q_head, k_head, v_head, r_head, biases, seg_mat,
+                    mask, training=False, seed=None):
+    """The attention of queries `q [B, I, N, H]` over keys and values `[B, J,
+    N, H]` -> attention vector `[B, I, N, H]`.
+
+    `biases`: `(r_w_bias, r_r_bias, r_s_bias, seg_embed)`; `seg_mat [B, I, J,
+    2]` or None (no segment term); `mask` broadcastable to `[B, I, J]`, 1 =
+    may not attend, or None.
+    """
+    r_w_bias, r_r_bias, r_s_bias, seg_embed = biases
+    klen = tf.shape(k_head)[1]
+    score = (content_score(q_head, k_head, r_w_bias)
+             + position_score(q_head, r_head, r_r_bias, klen))
+    if seg_mat is not None:
+      score += segment_score(q_head, seg_mat, r_s_bias, seg_embed)
+    prob = attention_probs(score, self.scale, mask, self.attn_dropout,
+                           q_head.dtype, training, seed)
+    return attention_vector(prob, v_head)
+
+  def post_attention(self, x, attn_vec, training=False, seed=None):
+    """`LayerNorm(x + dropout(o(attn_vec)))`: `x [B, I, D]`, `attn_vec [B, I,
+    N, H]` -> `[B, I, D]`."""
+    out = tf.einsum("bind,hnd->bih", attn_vec, self.o_kernel)
+    out = self.output_dropout(out, training=training, seed=seed)
+    return self.layer_norm(x + out)
+
+  def two_stream(self, h, pos_enc, biases, g, mems, seg_mat, content_mask,
+                 query_mask, target_mapping, rows, training, seed):
+    """The reference path: the content stream h attends with content_mask
+    (it sees itself), the query stream g with query_mask, both to the same
+    keys and values, with every weight shared."""
+    cat = h if mems is None else tf.concat([mems, h], axis=1)
+    k_head = project(cat, self.k_kernel)
+    v_head = project(cat, self.v_kernel)
+    r_head = project(pos_enc, self.r_kernel)
+
+    q_head_h = project(h, self.q_kernel)
+    vec_h = self.rel_attn_core(q_head_h, k_head, v_head, r_head, biases,
+                               seg_mat, content_mask, training,
+                               sub_seed(seed, 0))
+    h_out = self.post_attention(h, vec_h, training, sub_seed(seed, 1))
     if rows is not None:
-      h = tf.gather(h, rows, batch_dims=1)
+      h_out = tf.gather(h_out, rows, batch_dims=1)
     if g is None:
-      vec_h = self._attend(self._heads(h, self.q_kernel), k_head, v_head,
-                           r_head, biases, seg_mat, content_mask, training,
-                           sub_seed(seed, 0), positions=rows, qlen=qlen)
-      return self._post_attention(h, vec_h, training, sub_seed(seed, 1)), None
+      return h_out, None
 
-    # The streams share q and o: their rows go through them as one batch
-    # (larger matmuls, one LayerNorm), each attending with its own mask.
-    g = tf.cast(g, dtype)
-    h_len = tf.shape(h)[1]
-    both = tf.concat([h, g], axis=1)
-    q_head_h, q_head_g = tf.split(self._heads(both, self.q_kernel),
-                                  [h_len, -1], axis=2)
-    vec_h = self._attend(q_head_h, k_head, v_head, r_head, biases, seg_mat,
-                         content_mask, training, sub_seed(seed, 0),
-                         positions=rows, qlen=qlen)
+    q_head_g = project(g, self.q_kernel)
     if target_mapping is not None:
-      # Only the P target rows are computed; an all-zero (padding) row of
-      # target_mapping gives a zero attention vector, as in the original.
-      positions = tf.argmax(target_mapping, axis=-1, output_type=tf.int32)
-      is_target = tf.reduce_sum(tf.cast(target_mapping, dtype), axis=-1)
-      vec_g = self._attend(q_head_g, k_head, v_head, r_head, biases, seg_mat,
-                           query_mask, training, sub_seed(seed, 2),
-                           positions=positions, qlen=qlen)
-      vec_g *= is_target[:, None, :, None]
-    else:
-      vec_g = self._attend(q_head_g, k_head, v_head, r_head, biases, seg_mat,
-                           query_mask, training, sub_seed(seed, 2))
-    out = self._post_attention(both, tf.concat([vec_h, vec_g], axis=2),
-                               training, sub_seed(seed, 1))
-    h_out, g_out = tf.split(out, [h_len, -1], axis=1)
+      # The P predictions' queries placed at their positions, [B, L, N, H].
+      mapping = tf.cast(target_mapping, g.dtype)
+      q_head_g = tf.einsum("bpnd,bpl->blnd", q_head_g, mapping)
+    vec_g = self.rel_attn_core(q_head_g, k_head, v_head, r_head, biases,
+                               seg_mat, query_mask, training,
+                               sub_seed(seed, 2))
+    if target_mapping is not None:
+      vec_g = tf.einsum("blnd,bpl->bpnd", vec_g, mapping)
+    g_out = self.post_attention(g, vec_g, training, sub_seed(seed, 3))
     return h_out, g_out

@@ -1,4 +1,6 @@
-"""Text classification / regression on the shared fine-tuning workflow."""
+"""Text classification / regression: the options and data hooks of
+`run_classifier.py` (model, loss and signatures: `xlnet_tf/tasks/
+classification.py`; data: `data_utils/classification/`)."""
 
 from __future__ import annotations
 
@@ -7,12 +9,13 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from data_utils import classifier_data as cd
+from data_utils.classification import reader as cd
+from data_utils.classification.features import example_features
 from data_utils.errors import UsageError, UserError
 from xlnet_tf import metrics
-from xlnet_tf.export import export_classifier
-from xlnet_tf.tasks import ClassifierTask
-from xlnet_tf.workflows.finetune import FinetuneOptions, FinetuneWorkflow
+from xlnet_tf.tasks.classification import ClassifierTask, export_classifier
+from xlnet_tf.workflows.finetune import FinetuneOptions
+from xlnet_tf.workflows.records import RecordsWorkflow
 
 # File names the GLUE server expects.
 GLUE_SUBMISSION = {"cola": "CoLA", "sst-2": "SST-2", "mrpc": "MRPC",
@@ -29,7 +32,7 @@ class ClassifierOptions(FinetuneOptions):
   generic: Optional[cd.GenericSpec] = None
 
 
-class ClassifierWorkflow(FinetuneWorkflow):
+class ClassifierWorkflow(RecordsWorkflow):
 
   def __init__(self, opts: ClassifierOptions):
     super().__init__(opts)
@@ -84,9 +87,9 @@ class ClassifierWorkflow(FinetuneWorkflow):
                             self.opts.generic)
 
   def featurize(self, example):
-    return cd.example_features(example, self.tokenizer.encode_ids,
-                               self.opts.max_seq_length,
-                               None if self.regression else self.labels)
+    return example_features(example, self.tokenizer.encode_ids,
+                            self.opts.max_seq_length,
+                            None if self.regression else self.labels)
 
   def feature_settings(self):
     return {"labels": None if self.regression else list(self.labels),

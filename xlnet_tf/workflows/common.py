@@ -1,5 +1,5 @@
 """Pieces every fine-tuning workflow uses: checkpoints to evaluate, batched
-inference to numpy, atomic text outputs."""
+inference to numpy."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from typing import Callable, Dict, List, Optional
 import numpy as np
 import tensorflow as tf
 
-from data_utils.atomic import write_json, write_text
 from data_utils.progress import Progress
 
 
@@ -42,8 +41,3 @@ def run_inference(model_fn: Callable[[dict], Dict[str, tf.Tensor]],
   progress.finish()
   return {k: np.concatenate(v) if v else np.zeros([0]) for k, v in
           collected.items()}
-
-
-# The workflows' outputs (predictions, results) appear atomically.
-write_text_atomic = write_text
-write_json_atomic = write_json

@@ -1,29 +1,28 @@
-"""The fine-tuning workflow every task shares: cached features, training
-with the shared loop, evaluation of the last (or every) checkpoint,
-predictions, SavedModel export. A task subclass supplies its reader, its
-features, its model/loss (`TrainTask`), its metrics and its prediction rows.
+"""The fine-tuning driver every task shares: preflight, training with the
+shared loop, evaluation of the last (or every) checkpoint, predictions,
+SavedModel export. A task's workflow (`workflows/<task>.py`) supplies its
+options, its `TrainTask`, its features, metrics, prediction files and
+export; the model, loss and signature live in `xlnet_tf/tasks/<task>.py`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Dict, List, Optional, Sequence
+from typing import List, Optional
 
-import numpy as np
 from absl import logging
 
+from data_utils.atomic import write_json
 from data_utils.errors import UserError, check_positive, check_writable_dir
-from data_utils.feature_records import build_features, classifier_dataset
 from data_utils.tokenization import SentencePieceTokenizer
-from xlnet_tf.checkpoint import check_init_checkpoint, load_native_checkpoint
+from xlnet_tf.io import (check_init_checkpoint, load_checkpoint,
+                         load_native_checkpoint)
 from xlnet_tf.config import RunOptions, XLNetConfig, check_vocab
 from xlnet_tf.export_dir import check_export_dir
-from xlnet_tf.tasks import ClassifierTask, MultipleChoiceTask, SquadTask
 from xlnet_tf.training import (TrainOptions, Trainer, TrainTask,
                                checkpoint_number)
-from xlnet_tf.workflows.common import (run_inference, training_checkpoints,
-                                       write_json_atomic, write_text_atomic)
+from xlnet_tf.workflows.common import training_checkpoints
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,20 +57,14 @@ class FinetuneOptions:
   seed: int = 0
 
 
-def task_export_kind(task) -> str:
-  """The export kind of a fine-tuning `TrainTask`."""
-  if isinstance(task, SquadTask):
-    return "squad"
-  if isinstance(task, MultipleChoiceTask):
-    return "multiple_choice"
-  if isinstance(task, ClassifierTask):
-    return "regressor" if task.regression else "classifier"
-  raise ValueError(f"no SavedModel export for {type(task).__name__}")
-
-
 def default_export_dir(opts) -> str:
   """Where a fine-tuning run (`FinetuneOptions`) exports."""
   return opts.export_dir or os.path.join(opts.train.model_dir, "saved_model")
+
+
+def default_predict_dir(opts) -> str:
+  """Where a fine-tuning run (`FinetuneOptions`) writes its predictions."""
+  return opts.predict_dir or os.path.join(opts.train.model_dir, "predictions")
 
 
 def check_finetune_export(opts, task) -> None:
@@ -80,11 +73,10 @@ def check_finetune_export(opts, task) -> None:
   if not opts.do_train:
     return
   model_dir = opts.train.model_dir
-  check_export_dir(default_export_dir(opts), task_export_kind(task), keep={
+  check_export_dir(default_export_dir(opts), task.export_kind, keep={
       "model_dir": model_dir, "output_dir": opts.output_dir,
       "data_dir": opts.data_dir,
-      "predict_dir": opts.predict_dir or os.path.join(model_dir,
-                                                      "predictions"),
+      "predict_dir": default_predict_dir(opts),
       "spiece_model_file": opts.spiece_model_file,
       "init_checkpoint": opts.train.init_checkpoint}, model_dir=model_dir)
 
@@ -104,13 +96,13 @@ def check_finetune_training(opts, vocab_size: int) -> None:
 
 
 class FinetuneWorkflow:
-  """Subclasses set `task` (a TrainTask), `regression`, `record_length` and
-  implement `read`, `featurize`, `feature_settings`, `score`,
-  `prediction_rows`, `prediction_file`, `export_model`."""
+  """The steps (`run`: preflight, train, export, evaluate, predict) around
+  a task's hooks. A task's workflow sets `task` (an `XLNetTask`) and
+  implements the hooks below; `RecordsWorkflow` (workflows/records.py)
+  implements the data hooks for tasks on the classifier's feature records."""
 
   task: TrainTask
-  regression: bool = False
-  output_keys: Sequence[str] = ("logits", "probabilities")
+  predict_split: str = "test"
 
   def __init__(self, opts: FinetuneOptions):
     self.opts = opts
@@ -119,71 +111,43 @@ class FinetuneWorkflow:
                                             lower=opts.uncased)
 
   # Hooks ----------------------------------------------------------------
-  @property
-  def record_length(self) -> int:
-    return self.opts.max_seq_length
-
-  def read(self, split: str) -> list:
-    raise NotImplementedError
-
-  def featurize(self, example) -> dict:
-    raise NotImplementedError
-
-  def feature_settings(self) -> dict:
-    """Task settings that shape features (beyond length/casing/model)."""
-    return {}
-
-  def score(self, out: Dict[str, np.ndarray], examples: list) -> dict:
-    """Metrics; must include "main" (higher is better)."""
-    raise NotImplementedError
-
-  def prediction_rows(self, out: Dict[str, np.ndarray],
-                      examples: list) -> List[str]:
-    raise NotImplementedError
-
-  def prediction_file(self) -> str:
-    return f"{self.task_name}.tsv"
-
-  def export_model(self, model, export_dir: str) -> str:
-    raise NotImplementedError
-
   def check_inputs(self) -> None:
     """The task's flags and every data file this run will read (preflight):
     a one-line `UserError` naming the flag or file."""
 
-  # Shared steps ---------------------------------------------------------
   def features(self, split: str, pad_to: int = 1, passes: int = 1) -> dict:
-    examples = self.read(split)
-    if not examples:
-      raise UserError(f"{self.opts.data_dir}: the {split} split of "
-                      f"{self.task_name} has no example")
-    # The cache is keyed by content: the parsed examples and the
-    # SentencePiece model's bytes (not their paths or times), plus settings.
-    settings = dict(self.feature_settings(), task=self.task_name, split=split,
-                    uncased=self.opts.uncased,
-                    max_seq_length=self.opts.max_seq_length)
-    info = build_features(examples, self.featurize, self.record_length,
-                          self.regression, self.opts.output_dir, settings,
-                          pad_to_multiple=pad_to, num_passes=passes,
-                          overwrite=self.opts.overwrite_data,
-                          seed=self.opts.seed,
-                          input_files={"spiece": self.opts.spiece_model_file})
-    info["examples"] = examples
-    return info
+    """The cached features of `split`: at least `num_examples`; training
+    records repeated `passes` times, others padded to `pad_to` records."""
+    raise NotImplementedError
 
   def dataset(self, info: dict, batch_size: int, training: bool = False,
               skip: int = 0, ctx=None):
-    return classifier_dataset(
-        info["path"], self.record_length, batch_size,
-        regression=self.regression, is_training=training,
-        shuffle_buffer=self.opts.shuffle_buffer, seed=self.opts.seed,
-        skip_batches=skip, input_context=ctx)
+    """The `tf.data` batches of `features(...)`'s records."""
+    raise NotImplementedError
 
+  def check_evaluable(self, info: dict) -> None:
+    """A one-line `UserError` if the evaluation split has no gold labels."""
+
+  def evaluate_checkpoint(self, checkpoint: str, info: dict) -> dict:
+    """Metrics of `checkpoint` on `info`; "main" is the one to maximize."""
+    raise NotImplementedError
+
+  def after_evaluate(self, info: dict, best: dict) -> None:
+    """Runs once the best checkpoint is known (e.g. writes its answers)."""
+
+  def write_predictions(self, checkpoint: str, info: dict) -> str:
+    """Writes the predictions of `checkpoint` on `info`; returns the path."""
+    raise NotImplementedError
+
+  def export_model(self, model, export_dir: str) -> str:
+    raise NotImplementedError
+
+  # Steps ----------------------------------------------------------------
   def train(self) -> Trainer:
     opts = self.opts
     info = self.features(opts.train_split, passes=opts.num_passes)
     logging.info("train: %d examples", info["num_examples"])
-    trainer = Trainer(self.task, opts.train)
+    trainer = Trainer(self.task, opts.train, init_fn=load_checkpoint)
     # train_batch_size is the batch of one optimizer step: split over the
     # replicas and the accumulated micro-batches.
     parts = trainer.strategy.num_replicas_in_sync * opts.train.grad_accum_steps
@@ -206,28 +170,18 @@ class FinetuneWorkflow:
     load_native_checkpoint(model, checkpoint)
     return model
 
-  def outputs(self, checkpoint: str, info: dict, batch_size: int
-              ) -> Dict[str, np.ndarray]:
-    """Model outputs and labels of the real (non-padding) records."""
-    model = self.load_model(checkpoint)
-    total = -(-info["num_records"] // batch_size)
-    out = run_inference(lambda b: model(b, training=False),
-                        self.dataset(info, batch_size),
-                        list(self.output_keys) + ["label", "is_real_example"],
-                        total, what=f"{self.task_name} inference")
-    real = out.pop("is_real_example") > 0
-    return {k: v[real] for k, v in out.items()}
-
   def evaluate(self) -> dict:
+    """Scores the newest (or, with eval_all_ckpt, every) checkpoint; writes
+    `eval_results_<split>.json` to model_dir."""
     opts = self.opts
     info = self.features(opts.eval_split, pad_to=opts.eval_batch_size)
+    self.check_evaluable(info)
     ckpts = training_checkpoints(opts.train.model_dir)
     if not ckpts:
       raise UserError(f"{opts.train.model_dir}: no checkpoint to evaluate")
     results: List[dict] = []
     for ckpt in ckpts if opts.eval_all_ckpt else ckpts[-1:]:
-      result = self.score(self.outputs(ckpt, info, opts.eval_batch_size),
-                          info["examples"])
+      result = self.evaluate_checkpoint(ckpt, info)
       result.update(checkpoint=ckpt, step=checkpoint_number(ckpt),
                     num_examples=info["num_examples"])
       logging.info("eval %s step %d: %s", opts.eval_split, result["step"],
@@ -235,29 +189,30 @@ class FinetuneWorkflow:
                     if isinstance(v, float)})
       results.append(result)
     summary = {"task": self.task_name, "split": opts.eval_split,
-               "results": results,
+               **self.eval_fields(info), "results": results,
                "best": max(results, key=lambda r: r["main"])}
-    write_json_atomic(os.path.join(opts.train.model_dir,
-                                   f"eval_results_{opts.eval_split}.json"),
-                      summary)
+    write_json(os.path.join(opts.train.model_dir,
+                            f"eval_results_{opts.eval_split}.json"), summary)
+    self.after_evaluate(info, summary["best"])
     return summary
 
-  def predict(self, split: str = "test") -> str:
+  def eval_fields(self, info: dict) -> dict:
+    """What the evaluation summary says besides task, split and results."""
+    return {}
+
+  def predict(self, split: Optional[str] = None) -> str:
     opts = self.opts
-    info = self.features(split, pad_to=opts.predict_batch_size)
+    info = self.features(split or self.predict_split,
+                         pad_to=opts.predict_batch_size)
     ckpt = opts.predict_ckpt or (training_checkpoints(opts.train.model_dir)
                                  or [None])[-1]
     if ckpt is None:
       raise UserError(f"{opts.train.model_dir}: no checkpoint to predict "
                       "with (or pass --predict_ckpt)")
-    rows = self.prediction_rows(
-        self.outputs(ckpt, info, opts.predict_batch_size), info["examples"])
-    predict_dir = opts.predict_dir or os.path.join(opts.train.model_dir,
-                                                   "predictions")
-    path = os.path.join(predict_dir, self.prediction_file())
-    write_text_atomic(path, "\n".join(rows) + "\n")
-    logging.info("wrote %d predictions to %s", len(rows) - 1, path)
-    return path
+    return self.write_predictions(ckpt, info)
+
+  def predict_dir(self) -> str:
+    return default_predict_dir(self.opts)
 
   def export(self, checkpoint: Optional[str] = None) -> str:
     path = self.export_model(self.load_model(checkpoint),

@@ -1,4 +1,6 @@
-"""RACE multiple-choice reading comprehension on the shared workflow.
+"""RACE multiple-choice reading comprehension: the options and data hooks
+of `run_race.py` (model, loss and signature: `xlnet_tf/tasks/
+multiple_choice.py`; reader and feature layout: `data_utils/race/`).
 
 Accuracy is reported overall and for middle and high school separately;
 predictions go to `race_predictions.tsv` (id, predicted letter, gold letter,
@@ -12,12 +14,14 @@ from typing import Dict, List
 
 import numpy as np
 
-from data_utils import race_data
-from data_utils.classifier_data import check_split_files
+from data_utils.classification.reader import check_split_files
+from data_utils.race import reader as race_reader
+from data_utils.race.features import race_features
 from data_utils.errors import UsageError, UserError
-from xlnet_tf.export import export_multiple_choice
-from xlnet_tf.tasks import MultipleChoiceTask
-from xlnet_tf.workflows.finetune import FinetuneOptions, FinetuneWorkflow
+from xlnet_tf.tasks.multiple_choice import (MultipleChoiceTask,
+                                            export_multiple_choice)
+from xlnet_tf.workflows.finetune import FinetuneOptions
+from xlnet_tf.workflows.records import RecordsWorkflow
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,17 +32,17 @@ class RaceOptions(FinetuneOptions):
   original_context_aliasing: bool = False
 
 
-class RaceWorkflow(FinetuneWorkflow):
+class RaceWorkflow(RecordsWorkflow):
 
   def __init__(self, opts: RaceOptions):
     super().__init__(opts)
-    self.task = MultipleChoiceTask(opts.config, opts.run, race_data.N_CHOICE,
+    self.task = MultipleChoiceTask(opts.config, opts.run, race_reader.N_CHOICE,
                                    opts.summary_type, opts.use_summ_proj,
                                    opts.max_seq_length)
 
   @property
   def record_length(self) -> int:
-    return race_data.N_CHOICE * self.opts.max_seq_length
+    return race_reader.N_CHOICE * self.opts.max_seq_length
 
   def check_inputs(self) -> None:
     opts = self.opts
@@ -59,7 +63,7 @@ class RaceWorkflow(FinetuneWorkflow):
         ("--do_eval", opts.eval_split, opts.do_eval),
         ("--do_predict", opts.eval_split, opts.do_predict)) if on]
     for action, split in needed:
-      check_split_files(opts.data_dir, race_data.split_files(
+      check_split_files(opts.data_dir, race_reader.split_files(
           split, opts.high_only, opts.middle_only), split, action)
     if opts.do_train:
       # Read the later splits now: a bad passage fails before training.
@@ -69,11 +73,11 @@ class RaceWorkflow(FinetuneWorkflow):
                           "no example")
 
   def read(self, split):
-    return race_data.read_race(self.opts.data_dir, split,
-                               self.opts.high_only, self.opts.middle_only)
+    return race_reader.read_race(self.opts.data_dir, split,
+                                 self.opts.high_only, self.opts.middle_only)
 
   def featurize(self, example):
-    return race_data.race_features(
+    return race_features(
         example, self.tokenizer.encode_ids, self.opts.max_seq_length,
         self.opts.max_qa_length, self.opts.original_context_aliasing)
 
@@ -88,7 +92,7 @@ class RaceWorkflow(FinetuneWorkflow):
     right = out["logits"].argmax(-1) == out["label"]
     levels = np.array([e.level for e in examples])
     result = {"accuracy": float(right.mean())}
-    for level in race_data.LEVELS:
+    for level in race_reader.LEVELS:
       if (levels == level).any():
         result[f"accuracy_{level}"] = float(right[levels == level].mean())
         result[f"num_{level}"] = int((levels == level).sum())
@@ -105,12 +109,13 @@ class RaceWorkflow(FinetuneWorkflow):
   def prediction_file(self) -> str:
     return "race_predictions.tsv"
 
-  def predict(self, split: str = None) -> str:
+  @property
+  def predict_split(self) -> str:
     # RACE's test split has answers too; predict the evaluation split.
-    return super().predict(split or self.opts.eval_split)
+    return self.opts.eval_split
 
   def export_model(self, model, export_dir):
-    return export_multiple_choice(model, export_dir, race_data.N_CHOICE,
+    return export_multiple_choice(model, export_dir, race_reader.N_CHOICE,
                                   self.opts.max_seq_length)
 
 

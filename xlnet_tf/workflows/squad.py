@@ -1,11 +1,11 @@
 """SQuAD v1.1 / v2.0 span extraction on the shared fine-tuning workflow.
 
 Training reads `train_file`, evaluation and prediction `predict_file`
-(features and records: `data_utils.squad_data`). Inference keeps, per
+(features and records: `data_utils/squad/`). Inference keeps, per
 feature, the beam `start_top_log_probs / start_top_index [S]`,
 `end_top_log_probs / end_top_index [S * E]` and `cls_logits []`, which
-`data_utils.squad_eval.predict_answers` turns into answers. Prediction files,
-as the original: `predictions.json` (best span of every question),
+`data_utils.squad.evaluate.predict_answers` turns into answers. Prediction
+files, as the original: `predictions.json` (best span of every question),
 `nbest_predictions.json`, `null_odds.json` (smallest answer-class logit of a
 question's windows), and for v2.0 `predictions_best_thresh.json` (no answer
 where the null odds exceed the best-F1 threshold). Metrics (when the file
@@ -17,19 +17,21 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 import numpy as np
 from absl import logging
 
-from data_utils import squad_data as sd
-from data_utils import squad_eval as se
+from data_utils.squad import evaluate as se
+from data_utils.squad.features import FeatureSettings
+from data_utils.squad.reader import SquadData, read_squad
+from data_utils.squad.records import (cached_features, read_feature_meta,
+                                      squad_dataset)
+from data_utils.atomic import write_json
 from data_utils.errors import UsageError, UserError, check_positive
-from xlnet_tf.export import export_squad
-from xlnet_tf.tasks import SquadTask
+from xlnet_tf.tasks.squad import SQUAD_OUTPUTS, SquadTask, export_squad
 from xlnet_tf.training import checkpoint_number
-from xlnet_tf.workflows.common import (run_inference, training_checkpoints,
-                                       write_json_atomic)
+from xlnet_tf.workflows.common import run_inference
 from xlnet_tf.workflows.finetune import FinetuneOptions, FinetuneWorkflow
 
 TARGET_KEYS = ("best_f1", "best_exact", "has_ans_f1", "has_ans_exact", "f1",
@@ -54,15 +56,15 @@ class SquadOptions(FinetuneOptions):
 
 
 class SquadWorkflow(FinetuneWorkflow):
-  output_keys = ("start_top_log_probs", "start_top_index",
-                 "end_top_log_probs", "end_top_index", "cls_logits")
+  """Reads train_file / predict_file; answers and scores the predictions
+  of predict_file (its evaluation split)."""
 
   def __init__(self, opts: SquadOptions):
     super().__init__(opts)
     if opts.target_eval_key not in TARGET_KEYS:
       raise UserError(f"target_eval_key must be one of {TARGET_KEYS}, got "
                       f"{opts.target_eval_key!r}")
-    self.settings = sd.FeatureSettings(
+    self.settings = FeatureSettings(
         max_seq_length=opts.max_seq_length, doc_stride=opts.doc_stride,
         max_query_length=opts.max_query_length, uncased=opts.uncased,
         original_piece_snapping=opts.original_piece_snapping,
@@ -71,6 +73,11 @@ class SquadWorkflow(FinetuneWorkflow):
     self.task = SquadTask(opts.config, opts.run, opts.start_n_top,
                           opts.end_n_top, opts.max_seq_length)
     self._outputs_cache: Dict[str, Dict[str, np.ndarray]] = {}
+    self._answers: Dict[str, tuple] = {}
+
+  @property
+  def predict_split(self) -> str:
+    return self.opts.eval_split
 
   def check_inputs(self) -> None:
     opts = self.opts
@@ -97,7 +104,7 @@ class SquadWorkflow(FinetuneWorkflow):
     # The file to answer is read now (it is small): a fault in it fails
     # before training and before its features are built.
     if any(split != opts.train_split for _, split in needed):
-      data = sd.read_squad(opts.predict_file)
+      data = read_squad(opts.predict_file)
       if opts.do_eval and opts.eval_split != opts.train_split and \
           not data.labeled:
         raise UserError(f"{data.path}: some questions have no answer (nor "
@@ -117,8 +124,8 @@ class SquadWorkflow(FinetuneWorkflow):
 
   def features(self, split: str, pad_to: int = 1, passes: int = 1) -> dict:
     path, training = self.source(split)
-    data = sd.read_squad(path, is_training=training)
-    info = sd.cached_features(
+    data = read_squad(path, is_training=training)
+    info = cached_features(
         data, self.tokenizer, self.settings, self.opts.output_dir,
         "train" if training else "predict", training,
         num_proc=self.opts.num_proc, overwrite=self.opts.overwrite_data,
@@ -128,11 +135,11 @@ class SquadWorkflow(FinetuneWorkflow):
 
   def dataset(self, info: dict, batch_size: int, training: bool = False,
               skip: int = 0, ctx=None):
-    return sd.squad_dataset(info["path"], self.opts.max_seq_length,
-                            batch_size, is_training=training,
-                            shuffle_buffer=self.opts.shuffle_buffer,
-                            seed=self.opts.seed, skip_batches=skip,
-                            input_context=ctx)
+    return squad_dataset(info["path"], self.opts.max_seq_length,
+                         batch_size, is_training=training,
+                         shuffle_buffer=self.opts.shuffle_buffer,
+                         seed=self.opts.seed, skip_batches=skip,
+                         input_context=ctx)
 
   # Inference and answers ------------------------------------------------
   def outputs(self, checkpoint: str, info: dict, batch_size: int
@@ -143,7 +150,7 @@ class SquadWorkflow(FinetuneWorkflow):
       total = -(-info["num_features"] // batch_size)
       self._outputs_cache[key] = run_inference(
           lambda b: model(b, training=False), self.dataset(info, batch_size),
-          list(self.output_keys) + ["unique_ids"], total,
+          list(SQUAD_OUTPUTS) + ["unique_ids"], total,
           what="squad inference")
     return self._outputs_cache[key]
 
@@ -156,12 +163,12 @@ class SquadWorkflow(FinetuneWorkflow):
           out["end_top_log_probs"][k], out["end_top_index"][k],
           float(out["cls_logits"][k]))
     if "meta" not in info:
-      info["meta"] = sd.read_feature_meta(info["path"])
+      info["meta"] = read_feature_meta(info["path"])
     return se.predict_answers(
         info["data"].examples, info["meta"], results, self.opts.n_best_size,
         self.opts.max_answer_length, self.opts.original_off_by_one)
 
-  def metrics(self, predictions, null_odds, data: sd.SquadData) -> dict:
+  def metrics(self, predictions, null_odds, data: SquadData) -> dict:
     result = se.squad_metrics(data.gold(), predictions, null_odds,
                               data.version)
     if self.opts.target_eval_key not in result:
@@ -171,80 +178,59 @@ class SquadWorkflow(FinetuneWorkflow):
     result["main"] = result[self.opts.target_eval_key]
     return result
 
-  def write_predictions(self, directory: str, predictions, nbest, null_odds,
-                        metrics: Optional[dict], version: str) -> str:
-    write_json_atomic(os.path.join(directory, "predictions.json"),
-                      predictions)
-    write_json_atomic(os.path.join(directory, "nbest_predictions.json"),
-                      nbest)
-    write_json_atomic(os.path.join(directory, "null_odds.json"), null_odds)
+  def write_answers(self, predictions, nbest, null_odds,
+                    metrics: Optional[dict], version: str) -> str:
+    """The original's prediction files (see the module docstring) in
+    predict_dir; returns the path of `predictions.json`."""
+    directory = self.predict_dir()
+    write_json(os.path.join(directory, "predictions.json"), predictions)
+    write_json(os.path.join(directory, "nbest_predictions.json"), nbest)
+    write_json(os.path.join(directory, "null_odds.json"), null_odds)
     if metrics is not None and version.startswith("2"):
-      write_json_atomic(
-          os.path.join(directory, "predictions_best_thresh.json"),
-          se.apply_threshold(predictions, null_odds,
-                             metrics["best_f1_thresh"]))
+      write_json(os.path.join(directory, "predictions_best_thresh.json"),
+                 se.apply_threshold(predictions, null_odds,
+                                    metrics["best_f1_thresh"]))
     if metrics is not None:
-      write_json_atomic(os.path.join(directory, "results.json"), metrics)
+      write_json(os.path.join(directory, "results.json"), metrics)
     logging.info("wrote %d predictions to %s", len(predictions), directory)
     return os.path.join(directory, "predictions.json")
 
-  def predict_dir(self) -> str:
-    return self.opts.predict_dir or os.path.join(self.opts.train.model_dir,
-                                                 "predictions")
-
-  def evaluate(self) -> dict:
-    opts = self.opts
-    info = self.features(opts.eval_split)
+  # The driver's hooks ---------------------------------------------------
+  def check_evaluable(self, info: dict) -> None:
     if not info["data"].labeled:
       raise UserError(f"{info['data'].path}: some questions have no answer "
                       "(nor is_impossible): nothing to evaluate against; "
                       "use --do_predict")
-    ckpts = training_checkpoints(opts.train.model_dir)
-    if not ckpts:
-      raise UserError(f"{opts.train.model_dir}: no checkpoint to evaluate")
-    results: List[dict] = []
-    best_answers = None
-    for ckpt in ckpts if opts.eval_all_ckpt else ckpts[-1:]:
-      answers = self.answers(self.outputs(ckpt, info, opts.eval_batch_size),
-                             info)
-      result = self.metrics(answers[0], answers[2], info["data"])
-      result.update(checkpoint=ckpt, step=checkpoint_number(ckpt),
-                    num_examples=len(info["data"].examples),
-                    num_features=info["num_features"])
-      logging.info("eval step %d: %s", result["step"],
-                   {k: round(v, 4) for k, v in result.items()
-                    if isinstance(v, float)})
-      if not results or result["main"] > max(r["main"] for r in results):
-        best_answers = (answers, result)
-      results.append(result)
-    summary = {"task": "squad", "split": opts.eval_split,
-               "version": info["data"].version,
-               "target_eval_key": opts.target_eval_key, "results": results,
-               "best": max(results, key=lambda r: r["main"])}
-    write_json_atomic(os.path.join(opts.train.model_dir,
-                                   f"eval_results_{opts.eval_split}.json"),
-                      summary)
-    (predictions, nbest, null_odds), metrics = best_answers
-    self.write_predictions(self.predict_dir(), predictions, nbest, null_odds,
-                           metrics, info["data"].version)
-    return summary
 
-  def predict(self, split: str = None) -> str:
-    opts = self.opts
-    info = self.features(split or opts.eval_split)
-    ckpt = opts.predict_ckpt or (training_checkpoints(opts.train.model_dir)
-                                 or [None])[-1]
-    if ckpt is None:
-      raise UserError(f"{opts.train.model_dir}: no checkpoint to predict "
-                      "with (or pass --predict_ckpt)")
+  def evaluate_checkpoint(self, checkpoint: str, info: dict) -> dict:
+    answers = self.answers(
+        self.outputs(checkpoint, info, self.opts.eval_batch_size), info)
+    result = self.metrics(answers[0], answers[2], info["data"])
+    result["num_features"] = info["num_features"]
+    # The best checkpoint's answers are written once it is known.
+    self._answers[checkpoint] = (answers, result)
+    return result
+
+  def eval_fields(self, info: dict) -> dict:
+    return {"version": info["data"].version,
+            "target_eval_key": self.opts.target_eval_key}
+
+  def after_evaluate(self, info: dict, best: dict) -> None:
+    (predictions, nbest, null_odds), metrics = \
+        self._answers[best["checkpoint"]]
+    self.write_answers(predictions, nbest, null_odds, metrics,
+                       info["data"].version)
+
+  def write_predictions(self, checkpoint: str, info: dict) -> str:
     predictions, nbest, null_odds = self.answers(
-        self.outputs(ckpt, info, opts.predict_batch_size), info)
+        self.outputs(checkpoint, info, self.opts.predict_batch_size), info)
     metrics = None
     if info["data"].labeled:
       metrics = self.metrics(predictions, null_odds, info["data"])
-      metrics.update(checkpoint=ckpt, step=checkpoint_number(ckpt))
-    return self.write_predictions(self.predict_dir(), predictions, nbest,
-                                  null_odds, metrics, info["data"].version)
+      metrics.update(checkpoint=checkpoint,
+                     step=checkpoint_number(checkpoint))
+    return self.write_answers(predictions, nbest, null_odds, metrics,
+                              info["data"].version)
 
   def prepro(self) -> dict:
     """The original's --do_prepro: builds the training records (and the

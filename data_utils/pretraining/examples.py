@@ -1,0 +1,372 @@
+"""Pretraining examples with a precomputed factorization order.
+
+Builds what the original's `data_utils.create_tfrecords` wrote, plus, per
+example and pass, the permutation the original's reader drew on the fly
+(`_local_perm`) and the packed target mapping, so that a run is reproducible
+from its records alone and the reader only expands indices into masks.
+
+Record schema (one `tf.train.Example` per stream per step; `L = seq_len`,
+`P = num_predict`; all int64 unless said):
+  input        [L]  `[reuse] A <sep> B <sep> <cls>` token ids
+  seg_id       [L]  segment ids (the original's key; read back as
+                    `segment_ids`): 0 for reuse + A + its <sep>, 1 for B +
+                    its <sep>, 2 <cls>
+  label        [1]  1 when B really follows A, else 0
+  perm_order   [L]  factorization-order rank of each position, local to its
+                    part: positions `[0, reuse_len)` rank in `[0, reuse_len)`,
+                    the rest in `[0, L - reuse_len)`
+  target_pos   [P]  positions predicted, ascending; 0 on padding
+  target_id    [P]  their token ids; 0 on padding
+  target_mask  [P]  float, 1 = real target, 0 = padding
+
+Records of one host step are consecutive: record `step * bsz_per_host + s`
+continues stream `s`. With `bi_data`, each core's slice of a step holds its
+forward streams, then the same streams reversed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import List, Optional, Tuple
+
+import numpy as np
+
+from data_utils.errors import UserError
+from data_utils.tokenization import (CLS_ID, EOD_ID, SEG_ID_A, SEG_ID_B,
+                                     SEG_ID_CLS, SEP_ID)
+
+# Pieces that start a word besides "▁..." and "<...>": ASCII punctuation.
+_PUNCTUATION = set('!"#$%&"()*+,-./:;?@[\\]^_`{|}~')
+
+
+class DataError(UserError):
+  """The input or the settings cannot make pretraining data; says why."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainDataConfig:
+  """Every setting that shapes the records (stored in each record-info)."""
+  seq_len: int = 512
+  reuse_len: int = 256
+  bsz_per_host: int = 32
+  num_core_per_host: int = 1
+  bi_data: bool = True
+  mask_alpha: int = 6
+  mask_beta: int = 1
+  num_predict: int = 85
+  perm_size: int = 256
+  uncased: bool = False
+  use_eod: bool = True
+  max_gram: int = 5
+  # The original counts sub-word pieces where it means words when it sizes
+  # an n-gram span; True reproduces that.
+  original_ngram_count: bool = False
+
+  def validate(self) -> None:
+    """Raises `DataError` with a one-line reason."""
+    if self.seq_len <= 0 or self.reuse_len < 0:
+      raise DataError(f"seq_len ({self.seq_len}) must be positive and "
+                      f"reuse_len ({self.reuse_len}) non-negative")
+    if self.reuse_len >= self.seq_len - 3:
+      raise DataError(f"reuse_len ({self.reuse_len}) must be < seq_len - 3 "
+                      f"({self.seq_len - 3}): A, B, two <sep> and <cls> need "
+                      "room")
+    if self.reuse_len == 0:
+      raise DataError("reuse_len must be positive: the stream advances by "
+                      "reuse_len tokens per step")
+    if self.bsz_per_host % self.num_core_per_host:
+      raise DataError(f"bsz_per_host ({self.bsz_per_host}) must be divisible "
+                      f"by num_core_per_host ({self.num_core_per_host})")
+    if self.bi_data and self.bsz_per_host % (2 * self.num_core_per_host):
+      raise DataError(f"bi_data needs bsz_per_host ({self.bsz_per_host}) "
+                      f"divisible by 2 x num_core_per_host "
+                      f"({2 * self.num_core_per_host}): each core holds "
+                      "forward and reversed streams in halves")
+    non_reuse = self.seq_len - self.reuse_len
+    if (self.perm_size <= 0 or self.reuse_len % self.perm_size
+        or non_reuse % self.perm_size):
+      raise DataError(f"perm_size ({self.perm_size}) must divide reuse_len "
+                      f"({self.reuse_len}) and seq_len - reuse_len "
+                      f"({non_reuse})")
+    if not 0 < self.num_predict <= self.seq_len:
+      raise DataError(f"num_predict ({self.num_predict}) must be in "
+                      f"[1, seq_len]")
+    if self.mask_beta <= 0 or self.mask_alpha < self.mask_beta:
+      raise DataError(f"need mask_alpha >= mask_beta > 0 (a span of n tokens "
+                      f"sits in n * alpha / beta), got {self.mask_alpha}, "
+                      f"{self.mask_beta}")
+
+  def to_dict(self) -> dict:
+    return dataclasses.asdict(self)
+
+
+def start_piece_table(pieces: List[str]) -> np.ndarray:
+  """`[vocab] bool`: does the piece start a word (the original's rule)?
+
+  Example:
+    >>> start_piece_table(["<unk>", "\u2581the", "ing", ","]).tolist()
+    [True, True, False, True]
+  """
+  return np.array([p.startswith("\u2581") or p.startswith("<")
+                   or p in _PUNCTUATION for p in pieces], dtype=bool)
+
+
+def stream_layout(data: np.ndarray, sent_ids: np.ndarray,
+                  cfg: PretrainDataConfig) -> Tuple[np.ndarray, np.ndarray]:
+  """Cuts the token stream into `bsz_per_host` rows (streams).
+
+  Without bi_data: row s is the s-th contiguous slice. With bi_data the
+  stream is cut into `bsz_per_host / 2` slices; each core's rows are its
+  forward slices followed by the same slices reversed.
+
+  Example:
+    >>> cfg = PretrainDataConfig(bsz_per_host=4, num_core_per_host=1,
+    ...                          bi_data=True)
+    >>> rows, _ = stream_layout(np.arange(8), np.zeros(8, bool), cfg)
+    >>> rows.tolist()
+    [[0, 1, 2, 3], [4, 5, 6, 7], [3, 2, 1, 0], [7, 6, 5, 4]]
+  """
+  def batchify(x, n_rows):
+    steps = len(x) // n_rows
+    return x[:n_rows * steps].reshape(n_rows, steps)
+
+  if not cfg.bi_data:
+    return (batchify(data, cfg.bsz_per_host),
+            batchify(sent_ids, cfg.bsz_per_host))
+  cores = cfg.num_core_per_host
+  half = cfg.bsz_per_host // cores // 2
+  out = []
+  for x in (data, sent_ids):
+    fwd = batchify(x, cfg.bsz_per_host // 2).reshape(cores, 1, half, -1)
+    both = np.concatenate([fwd, fwd[:, :, :, ::-1]], axis=1)
+    out.append(both.reshape(cfg.bsz_per_host, -1))
+  return out[0], out[1]
+
+
+def split_a_and_b(data: np.ndarray, sent_ids: np.ndarray, begin: int,
+                  total_len: int, rng: np.random.Generator):
+  """Segments A and B for the next-sentence label, as the original.
+
+  A starts at `begin` and ends at a sentence boundary; with probability 1/2
+  (or when A's run has no boundary) B is a random span elsewhere (label 0),
+  else the text right after A (label 1). Both are trimmed to `total_len`
+  tokens (A from the right first when longer). Returns `(a, b, label)` or
+  None when the stream has no room left.
+  """
+  data_len = len(data)
+  if begin + total_len >= data_len:
+    return None
+  end = begin + 1
+  cut_points = []
+  while end < data_len:
+    if sent_ids[end] != sent_ids[end - 1]:
+      if end - begin >= total_len:
+        break
+      cut_points.append(end)
+    end += 1
+
+  a_begin = begin
+  if not cut_points or rng.random() < 0.5:
+    label = 0
+    a_end = end if not cut_points else cut_points[rng.integers(len(cut_points))]
+    b_len = max(1, total_len - (a_end - a_begin))
+    # `data_len - 1` leaves room for the shifted LM target, as the original.
+    b_begin = int(rng.integers(0, data_len - 1 - b_len + 1))
+    b_end = b_begin + b_len
+    while b_begin > 0 and sent_ids[b_begin - 1] == sent_ids[b_begin]:
+      b_begin -= 1
+    while b_end < data_len - 1 and sent_ids[b_end - 1] == sent_ids[b_end]:
+      b_end += 1
+  else:
+    label = 1
+    a_end = cut_points[rng.integers(len(cut_points))]
+    b_begin, b_end = a_end, end
+
+  while a_end - a_begin + b_end - b_begin > total_len:
+    if a_end - a_begin > b_end - b_begin:
+      a_end -= 1
+    else:
+      b_end -= 1
+  if a_end >= data_len or b_end >= data_len:
+    return None
+  return data[a_begin:a_end], data[b_begin:b_end], label
+
+
+def sample_span_mask(tokens: np.ndarray, goal: int, cfg: PretrainDataConfig,
+                     is_start: np.ndarray, rng: np.random.Generator,
+                     reverse: bool = False) -> np.ndarray:
+  """Selects exactly `goal` positions to predict, in n-gram spans.
+
+  Span lengths n are drawn with p(n) ∝ 1/n, n <= max_gram; each span sits in
+  a context of `n * mask_alpha / mask_beta` tokens and starts on a word
+  start. An n-gram covers n whole words (or n pieces with
+  `original_ngram_count`). Random single positions top up to `goal`.
+  """
+  seg_len = len(tokens)
+  mask = np.zeros(seg_len, dtype=bool)
+  if reverse:
+    tokens = tokens[::-1]
+  starts = is_start[tokens]
+  ngrams = np.arange(1, cfg.max_gram + 1)
+  pvals = 1.0 / ngrams
+  pvals /= pvals.sum()
+
+  num_predict = 0
+  cur = 0
+  while cur < seg_len and num_predict < goal:
+    n = min(int(rng.choice(ngrams, p=pvals)), goal - num_predict)
+    ctx_size = (n * cfg.mask_alpha) // cfg.mask_beta
+    l_ctx = int(rng.integers(ctx_size))
+    r_ctx = ctx_size - l_ctx
+    beg = cur + l_ctx
+    while beg < seg_len and not starts[beg]:
+      beg += 1
+    if beg >= seg_len:
+      break
+    end = beg + 1
+    words = 1
+    while end < seg_len:
+      # The original tests `beg` here (always a start): it counts pieces.
+      if starts[beg if cfg.original_ngram_count else end]:
+        words += 1
+        if words > n:
+          break
+      end += 1
+    if end >= seg_len:
+      break
+    # Whole words can hold more pieces than the budget has left: cut the
+    # last span so that exactly `goal` positions are chosen.
+    end = min(end, beg + goal - num_predict)
+    mask[beg:end] = True
+    num_predict += end - beg
+    cur = end + r_ctx
+
+  while num_predict < goal:
+    i = int(rng.integers(seg_len))
+    if not mask[i]:
+      mask[i] = True
+      num_predict += 1
+  return mask[::-1] if reverse else mask
+
+
+def block_permutation(length: int, perm_size: int,
+                      rng: np.random.Generator) -> np.ndarray:
+  """The original `_local_perm` order: one random permutation of
+  `perm_size` applied to every block of `perm_size` positions.
+
+  Example:
+    >>> order = block_permutation(6, 3, np.random.default_rng(0))
+    >>> sorted(order[:3].tolist()), sorted(order[3:].tolist())
+    ([0, 1, 2], [3, 4, 5])
+    >>> (order[3:] - order[:3]).tolist()
+    [3, 3, 3]
+  """
+  sigma = rng.permutation(perm_size)
+  blocks = np.arange(length // perm_size)[:, None] * perm_size
+  return (blocks + sigma[None, :]).reshape(-1)
+
+
+def make_example(inp: np.ndarray, a: np.ndarray, b: np.ndarray, label: int,
+                 cfg: PretrainDataConfig, is_start: np.ndarray,
+                 rng: np.random.Generator, reverse: bool) -> dict:
+  """One record (see the module docstring) as a dict of numpy arrays."""
+  sep, cls = np.array([SEP_ID]), np.array([CLS_ID])
+  tail = np.concatenate([a, sep, b, sep, cls])
+  tokens = np.concatenate([inp, tail]).astype(np.int64)
+  segment_ids = np.array([SEG_ID_A] * (cfg.reuse_len + len(a) + 1)
+                         + [SEG_ID_B] * (len(b) + 1) + [SEG_ID_CLS],
+                         dtype=np.int64)
+  goal_1 = cfg.num_predict // 2
+  goal_0 = cfg.num_predict - goal_1
+  is_masked = np.concatenate([
+      sample_span_mask(inp, goal_0, cfg, is_start, rng, reverse),
+      sample_span_mask(tail, goal_1, cfg, is_start, rng, reverse)])
+  functional = (tokens == SEP_ID) | (tokens == CLS_ID)
+  target_pos = np.flatnonzero(is_masked & ~functional)
+  pad = cfg.num_predict - len(target_pos)
+  order = np.concatenate([
+      block_permutation(cfg.reuse_len, cfg.perm_size, rng),
+      block_permutation(cfg.seq_len - cfg.reuse_len, cfg.perm_size, rng)])
+  return {
+      "input": tokens,
+      "seg_id": segment_ids,   # the original's record key
+      "label": np.array([label], np.int64),
+      "perm_order": order.astype(np.int64),
+      "target_pos": np.concatenate([target_pos, np.zeros(pad, np.int64)]),
+      "target_id": np.concatenate([tokens[target_pos],
+                                   np.zeros(pad, np.int64)]),
+      "target_mask": np.concatenate([np.ones(len(target_pos), np.float32),
+                                     np.zeros(pad, np.float32)]),
+  }
+
+
+def host_steps(data: np.ndarray, sent_ids: np.ndarray,
+               cfg: PretrainDataConfig, is_start: np.ndarray,
+               rng: np.random.Generator):
+  """Yields one list of `bsz_per_host` examples per step, in stream order,
+  advancing every stream by `reuse_len` tokens per step."""
+  rows, row_ids = stream_layout(data, sent_ids, cfg)
+  per_core = cfg.bsz_per_host // cfg.num_core_per_host
+  tot_len = cfg.seq_len - cfg.reuse_len - 3
+  i = 0
+  while i + cfg.seq_len <= rows.shape[1]:
+    step = []
+    for s in range(cfg.bsz_per_host):
+      parts = split_a_and_b(rows[s], row_ids[s], i + cfg.reuse_len, tot_len,
+                            rng)
+      if parts is None:
+        return
+      reverse = cfg.bi_data and (s // (per_core // 2)) % 2 == 1
+      step.append(make_example(rows[s, i:i + cfg.reuse_len], *parts, cfg,
+                               is_start, rng, reverse))
+    yield step
+    i += cfg.reuse_len
+
+
+def max_host_steps(num_tokens: int, cfg: PretrainDataConfig) -> int:
+  """An upper bound on the steps `host_steps` yields (for progress/ETA)."""
+  n_rows = cfg.bsz_per_host // 2 if cfg.bi_data else cfg.bsz_per_host
+  row_len = num_tokens // n_rows
+  if row_len < cfg.seq_len:
+    return 0
+  return (row_len - cfg.seq_len) // cfg.reuse_len + 1
+
+
+def concat_documents(shards: List[Tuple[np.ndarray, np.ndarray]],
+                     order: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+  """Joins per-file `(ids, sent_ids)` in `order`, flipping a file's sentence
+  parity when needed so that two files never merge into one sentence."""
+  data, ids = [], []
+  prev: Optional[bool] = None
+  for k in order:
+    tokens, sent = shards[k]
+    if prev is not None and len(sent) and sent[0] == prev:
+      sent = ~sent
+    data.append(tokens)
+    ids.append(sent)
+    if len(sent):
+      prev = bool(sent[-1])
+  if not data:
+    return np.zeros(0, np.int64), np.zeros(0, bool)
+  return np.concatenate(data), np.concatenate(ids)
+
+
+def lines_to_ids(lines, encode, use_eod: bool):
+  """`(ids, sent_ids)` of one file; `encode(line) -> ids` or None for a
+  pre-tokenized line. An empty line ends a document (`<eod>` with use_eod).
+  Sentence ids alternate between lines (True/False) as the original."""
+  ids: List[int] = []
+  sent_ids: List[bool] = []
+  sent_id = True
+  for line in lines:
+    if not line.strip():
+      if not use_eod:
+        continue
+      sent_id = not sent_id
+      cur = [EOD_ID]
+    else:
+      cur = encode(line.strip())
+    ids.extend(cur)
+    sent_ids.extend([sent_id] * len(cur))
+    sent_id = not sent_id
+  return np.array(ids, np.int64), np.array(sent_ids, bool)

@@ -1,0 +1,137 @@
+"""The task model a checkpoint describes, built and loaded; HF export.
+
+Sits above the task models (it builds them) and `xlnet_tf.io` (which moves
+the weights). A model kind is a key of `ARCHITECTURES`: base (the encoder
+alone), lm, classification, regression, multiple_choice, qa.
+
+  model, report = load_hf_model("xlnet-base-cased/")   # the matching model
+  save_hf_weights(model, "exported/")                  # for transformers
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+from xlnet_tf.checkpoint_files import CheckpointError
+from xlnet_tf.config import RunOptions, XLNetConfig
+from xlnet_tf.encoder import XLNetModel
+from xlnet_tf.io.hf import HFSaveReport, load_hf_weights, write_hf_weights
+from xlnet_tf.io.hf_config import (ARCHITECTURES, HF_CONFIG, config_from_hf,
+                                   config_to_hf)
+from xlnet_tf.io.hf_files import read_hf_config
+from xlnet_tf.tasks import (XLNetClassifier, XLNetForMultipleChoice,
+                            XLNetForQuestionAnswering, XLNetPretrainer,
+                            XLNetRegressor)
+
+# Model classes by kind; the first that an object is an instance of names it.
+_KINDS = (("base", XLNetModel), ("lm", XLNetPretrainer),
+          ("classification", XLNetClassifier), ("regression", XLNetRegressor),
+          ("multiple_choice", XLNetForMultipleChoice),
+          ("qa", XLNetForQuestionAnswering))
+
+
+def build_model(model: str, config: XLNetConfig,
+                options: Optional[RunOptions] = None, **head):
+  """A fresh model of kind `model`; `head` holds its constructor arguments
+  (n_class, task_name, summary_type, use_summ_proj, tie_weight, n_choice,
+  start_n_top, end_n_top); those another kind takes are ignored."""
+  pooled = {k: head[k] for k in ("summary_type", "use_summ_proj")
+            if k in head}
+  if model not in ARCHITECTURES:
+    raise ValueError(f"unknown model {model!r}; use one of "
+                     f"{', '.join(ARCHITECTURES)}")
+  if model == "base":
+    return XLNetModel(config, options)
+  network = XLNetModel(config, options)
+  if model == "lm":
+    return XLNetPretrainer(network, tie_weight=head.get("tie_weight", True))
+  if model == "classification":
+    return XLNetClassifier(network, n_class=head.get("n_class", 2),
+                           task_name=head.get("task_name") or "task", **pooled)
+  if model == "regression":
+    return XLNetRegressor(network, task_name=head.get("task_name") or "task",
+                          **pooled)
+  if model == "multiple_choice":
+    return XLNetForMultipleChoice(network, n_choice=head.get("n_choice", 4),
+                                  **pooled)
+  return XLNetForQuestionAnswering(network,
+                                   start_n_top=head.get("start_n_top", 5),
+                                   end_n_top=head.get("end_n_top", 5))
+
+
+def model_kind(obj) -> str:
+  """The `ARCHITECTURES` key of a model object."""
+  for kind, cls in _KINDS:
+    if isinstance(obj, cls):
+      return kind
+  raise CheckpointError(
+      f"HuggingFace weights: a {type(obj).__name__} has no HF counterpart; "
+      "use XLNetModel or a task model (classifier, regressor, multiple "
+      "choice, question answering, pretrainer)")
+
+
+def _head_of(obj, kind: str) -> dict:
+  """What `config_to_hf` needs of `obj`'s head."""
+  if kind == "lm":
+    return {"tie_weight": obj.tie_weight}
+  if kind == "qa":
+    return {"start_n_top": obj.start_n_top, "end_n_top": obj.end_n_top}
+  if kind == "base":
+    return {}
+  head = {"summary_type": obj.summary_type, "use_summ_proj": obj.use_summ_proj}
+  if kind in ("classification", "regression"):
+    head.update(task_name=obj.task_name,
+                n_class=obj.n_class if kind == "classification" else None)
+  return head
+
+
+def hf_config(obj, architecture: Optional[str] = None) -> dict:
+  """The HF `config.json` contents for `obj` saved as `architecture`
+  (default: its own; any model may be saved as `XLNetModel`)."""
+  kind = model_kind(obj)
+  architecture = architecture or ARCHITECTURES[kind]
+  if architecture not in ARCHITECTURES.values():
+    raise CheckpointError(f"unknown architecture {architecture!r}; use one of "
+                          f"{', '.join(sorted(set(ARCHITECTURES.values())))}")
+  encoder = obj if kind == "base" else obj.encoder
+  if architecture == "XLNetModel":
+    return config_to_hf(encoder.config, encoder.options)
+  if architecture != ARCHITECTURES[kind]:
+    raise CheckpointError(
+        f"a {type(obj).__name__} cannot be saved as {architecture}; save it "
+        f"as {ARCHITECTURES[kind]} or XLNetModel")
+  return config_to_hf(encoder.config, encoder.options, architecture,
+                      _head_of(obj, kind))
+
+
+def save_hf_weights(obj, directory: str, architecture: Optional[str] = None
+                    ) -> HFSaveReport:
+  """Writes `obj` as an HF XLNet directory loadable by transformers'
+  `<architecture>.from_pretrained(directory)`.
+
+  `architecture` defaults to the object's own (`XLNetModel`,
+  `XLNetLMHeadModel`, `XLNetForSequenceClassification` for classifier and
+  regressor, `XLNetForMultipleChoice`, `XLNetForQuestionAnswering`); any model
+  may also be saved as `XLNetModel` (its encoder). The files appear
+  atomically. Raises `CheckpointError` for what HF cannot represent.
+  """
+  return write_hf_weights(obj, directory, hf_config(obj, architecture))
+
+
+def load_hf_model(directory: str, model: Optional[str] = None,
+                  options: Optional[RunOptions] = None, strict: bool = False,
+                  **head):
+  """Builds the model an HF directory describes and loads it: returns
+  `(model, report)`. `model` (a key of `ARCHITECTURES`), `options` and head
+  arguments override what config.json implies.
+
+  Example (any directory written by `save_pretrained`):
+    model, report = load_hf_model("xlnet-base-cased")
+    model(input_ids, segment_ids=token_type_ids, input_mask=1 - attention_mask)
+  """
+  spec = config_from_hf(read_hf_config(directory),
+                        os.path.join(directory, HF_CONFIG))
+  obj = build_model(model or spec.model, spec.config, options or spec.options,
+                    **{**spec.head, **head})
+  return obj, load_hf_weights(obj, directory, strict=strict)

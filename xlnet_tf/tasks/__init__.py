@@ -1,0 +1,34 @@
+"""Tasks: one module each, holding its head, model (an injected
+`XLNetModel` encoder plus the head), loss, `TrainTask` and SavedModel
+signature. The data side of a task lives in `data_utils/`.
+
+  base            TaskModel, XLNetTask (the loop's hooks for every task)
+  pooling         SequenceSummary, LogitHead (classification, multiple choice)
+  classification  XLNetClassifier, XLNetRegressor, ClassifierTask
+  multiple_choice XLNetForMultipleChoice, MultipleChoiceTask (RACE)
+  squad           SquadHead, XLNetForQuestionAnswering, SquadTask
+  pretraining     LMHead, XLNetPretrainer, PretrainTask
+"""
+
+from xlnet_tf.tasks.base import TaskModel, XLNetTask
+from xlnet_tf.tasks.classification import (ClassifierTask, XLNetClassifier,
+                                           XLNetRegressor,
+                                           classification_loss,
+                                           export_classifier, regression_loss)
+from xlnet_tf.tasks.multiple_choice import (MultipleChoiceTask,
+                                            XLNetForMultipleChoice,
+                                            export_multiple_choice)
+from xlnet_tf.tasks.pooling import SUMMARY_TYPES, LogitHead, SequenceSummary
+from xlnet_tf.tasks.pretraining import LMHead, PretrainTask, XLNetPretrainer
+from xlnet_tf.tasks.squad import (SquadHead, SquadTask,
+                                  XLNetForQuestionAnswering, export_squad,
+                                  squad_loss)
+
+__all__ = [
+    "ClassifierTask", "LMHead", "LogitHead", "MultipleChoiceTask",
+    "PretrainTask", "SUMMARY_TYPES", "SequenceSummary", "SquadHead",
+    "SquadTask", "TaskModel", "XLNetClassifier", "XLNetForMultipleChoice",
+    "XLNetForQuestionAnswering", "XLNetPretrainer", "XLNetRegressor",
+    "XLNetTask", "classification_loss", "export_classifier",
+    "export_multiple_choice", "export_squad", "regression_loss", "squad_loss",
+]
