@@ -16,6 +16,10 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+# After the path: the script runs from a checkout, not an installed package.
+from data_utils.pretraining import examples  # noqa: E402
+from data_utils.pretraining.create_pretrain_data import build_pass  # noqa: E402,E501
+from data_utils.tokenization import SentencePieceTokenizer  # noqa: E402
 
 
 def main():
@@ -29,10 +33,6 @@ def main():
   parser.add_argument("--bsz_per_host", type=int, default=32)
   args = parser.parse_args()
 
-  from data_utils import pretrain_data
-  from data_utils.create_pretrain_data import build_pass
-  from data_utils.tokenization import SentencePieceTokenizer
-
   corpus = os.path.join(args.shared, "data", "corpus",
                         "gutenberg_state_union.txt")
   sp = os.path.join(args.shared, "data", "spiece", "spiece.model")
@@ -41,14 +41,14 @@ def main():
     lines = [line for _, line in zip(range(args.lines), f)]
 
   t0 = time.perf_counter()
-  data, sent_ids = pretrain_data.lines_to_ids(lines, tok.encode_ids, True)
+  data, sent_ids = examples.lines_to_ids(lines, tok.encode_ids, True)
   t_tok = time.perf_counter() - t0
 
-  cfg = pretrain_data.PretrainDataConfig(
+  cfg = examples.PretrainDataConfig(
       seq_len=args.seq_len, reuse_len=args.reuse_len,
       bsz_per_host=args.bsz_per_host, num_predict=args.num_predict,
       perm_size=args.reuse_len, bi_data=True)
-  is_start = pretrain_data.start_piece_table(
+  is_start = examples.start_piece_table(
       [tok.id_to_piece(i) for i in range(tok.vocab_size)])
   with tempfile.TemporaryDirectory() as out:
     t0 = time.perf_counter()

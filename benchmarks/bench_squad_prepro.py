@@ -6,8 +6,7 @@ Reports questions/s of building every feature (reading, tokenization, one
 alignment per paragraph, windows) in one process and with a pool of
 `--num_proc` processes (pool start-up included), for the run_squad.py
 defaults (max_seq_length 512, doc_stride 128, max_query_length 64). The
-original run_squad.py takes about 370 s (~29 questions/s) on this machine
-for the same set, 92% of it re-aligning each paragraph for every question.
+original's time for the same set: benchmarks/README.md.
 """
 
 import argparse
@@ -16,8 +15,15 @@ import os
 import sys
 import time
 
+from absl import logging
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+# After the path: the script runs from a checkout, not an installed package.
+from data_utils.squad import alignment  # noqa: E402
+from data_utils.squad.features import FeatureSettings, convert_examples  # noqa: E402,E501
+from data_utils.squad.reader import read_squad  # noqa: E402
+from data_utils.tokenization import SentencePieceTokenizer  # noqa: E402
 
 
 def main():
@@ -29,14 +35,11 @@ def main():
   parser.add_argument("--original_piece_snapping", action="store_true")
   args = parser.parse_args()
 
-  from absl import logging
-  from data_utils import squad_data as sd
-  from data_utils.tokenization import SentencePieceTokenizer
   logging.set_verbosity(logging.WARNING)
   path = os.path.join(args.shared, "data", "squad", "dev-v1.1.json")
   tok = SentencePieceTokenizer(os.path.join(args.shared, "data", "spiece",
                                             "spiece.model"))
-  settings = sd.FeatureSettings(
+  settings = FeatureSettings(
       max_seq_length=args.max_seq_length,
       original_piece_snapping=args.original_piece_snapping)
   out = {"file": path, "max_seq_length": args.max_seq_length,
@@ -46,11 +49,11 @@ def main():
                                            args.num_proc)):
     if n < 2 and name != "single_process":
       continue
-    sd._char_alignment.cache_clear()
+    alignment._char_alignment.cache_clear()
     t0 = time.perf_counter()
-    data = sd.read_squad(path)
-    features, stats = sd.convert_examples(data.examples, tok, settings,
-                                          is_training=False, num_proc=n)
+    data = read_squad(path)
+    features, stats = convert_examples(data.examples, tok, settings,
+                                       is_training=False, num_proc=n)
     seconds = time.perf_counter() - t0
     out[name] = {"seconds": round(seconds, 2),
                  "questions_per_sec": round(len(data.examples) / seconds, 1),

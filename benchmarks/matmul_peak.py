@@ -1,0 +1,37 @@
+"""The machine's dense matmul peak (what a training step's FLOPs are set
+against), its CPU model and whether it multiplies bfloat16 natively."""
+
+from __future__ import annotations
+
+import os
+
+import tensorflow as tf
+from xlnet_tf.initializers import cpu_has_native_bfloat16
+
+import step_tf
+from bench_common import time_median
+
+
+def measure(threads: int) -> dict:
+  """GFLOP/s of dense matmuls in float32 and bfloat16, each the best over
+  shapes XLNet-Base multiplies."""
+  step_tf.set_threads(threads)
+  shapes = ((2048, 2048, 2048), (1024, 768, 3072), (1024, 3072, 768))
+  out = {}
+  for dtype in (tf.float32, tf.bfloat16):
+    best = 0.0
+    for m, k, n in shapes:
+      a = tf.cast(tf.random.normal([m, k]), dtype)
+      b = tf.cast(tf.random.normal([k, n]), dtype)
+      seconds = time_median(
+          step_tf.compiled(lambda a=a, b=b: tf.matmul(a, b), False), 2, 7)
+      best = max(best, 2 * m * k * n / seconds / 1e9)
+    out[dtype.name] = best
+  model = None
+  if os.path.exists("/proc/cpuinfo"):
+    with open("/proc/cpuinfo", encoding="utf-8") as f:
+      model = next((line.split(":", 1)[1].strip() for line in f
+                    if line.startswith("model name")), None)
+  return {"matmul_gflops": out,
+          "cpu": {"model": model,
+                  "native_bfloat16": cpu_has_native_bfloat16()}}
