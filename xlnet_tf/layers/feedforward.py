@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import tf_keras as keras
 
-from xlnet_tf.building import build_dense, build_once
+from xlnet_tf.building import build_dense
 from xlnet_tf.initializers import fresh, get_activation
 from xlnet_tf.kernels import FeedForwardParts, feedforward
-from xlnet_tf.layers.dropout import SeededDropout
-from xlnet_tf.layers.layer_norm import LayerNorm
+from xlnet_tf.layers.sublayer import Sublayer
 from xlnet_tf.seeds import sub_seed
 
 
 @keras.utils.register_keras_serializable(package="xlnet_tf")
-class PositionwiseFFN(keras.layers.Layer):
+class PositionwiseFFN(Sublayer):
   """`[..., D] -> [..., D]`; weights named as the original's `ff/` scope
   (`layer_1`, `layer_2`, `LayerNorm`). `fast_kernels` selects
   `kernels.feedforward` (2-D matmuls, GELU fused with its dropout) or the
@@ -23,13 +22,10 @@ class PositionwiseFFN(keras.layers.Layer):
   def __init__(self, d_model: int, d_inner: int, activation: str = "relu",
                dropout: float = 0.0, kernel_initializer="glorot_uniform",
                fast_kernels: bool = True, **kwargs):
-    super().__init__(**kwargs)
-    self.d_model = d_model
+    super().__init__(d_model, dropout, kernel_initializer, fast_kernels,
+                     **kwargs)
     self.d_inner = d_inner
     self.activation = activation
-    self.dropout_rate = dropout
-    self.fast_kernels = fast_kernels
-    self.kernel_initializer = keras.initializers.get(kernel_initializer)
     self.act = get_activation(activation)
     self.layer_1 = keras.layers.Dense(
         d_inner, kernel_initializer=fresh(self.kernel_initializer),
@@ -37,15 +33,12 @@ class PositionwiseFFN(keras.layers.Layer):
     self.layer_2 = keras.layers.Dense(
         d_model, kernel_initializer=fresh(self.kernel_initializer),
         name="layer_2", dtype=self.dtype_policy)
-    self.drop_1 = SeededDropout(dropout, fast_kernels, dtype=self.dtype_policy)
-    self.drop_2 = SeededDropout(dropout, fast_kernels, dtype=self.dtype_policy)
-    self.layer_norm = LayerNorm(d_model, fast_kernels=fast_kernels,
-                                dtype=self.dtype_policy)
+    self.drop_1 = self.seeded_dropout(dropout)
+    self.drop_2 = self.seeded_dropout(dropout)
 
   def build(self, input_shape=None):
     build_dense(self.layer_1, self.d_model)
     build_dense(self.layer_2, self.d_inner)
-    build_once(self.layer_norm)
     super().build(input_shape)
 
   def call(self, x, training=False, seed=None):
@@ -72,9 +65,5 @@ class PositionwiseFFN(keras.layers.Layer):
 
   def get_config(self):
     config = super().get_config()
-    config.update(
-        d_model=self.d_model, d_inner=self.d_inner, activation=self.activation,
-        dropout=self.dropout_rate, fast_kernels=self.fast_kernels,
-        kernel_initializer=keras.initializers.serialize(
-            self.kernel_initializer))
+    config.update(d_inner=self.d_inner, activation=self.activation)
     return config
