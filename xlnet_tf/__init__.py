@@ -6,7 +6,8 @@ Public API:
   XLNetModel                         encoder.py
   SequenceSummary                    tasks/pooling.py
   XLNetClassifier, XLNetRegressor, XLNetForQuestionAnswering,
-  XLNetForMultipleChoice, XLNetPretrainer            tasks/ (one module each)
+  XLNetForMultipleChoice, XLNetForTokenClassification,
+  XLNetPretrainer                                    tasks/ (one module each)
   load_original_checkpoint, save_original_checkpoint, load_checkpoint
                                      io/
 """
@@ -18,14 +19,16 @@ from xlnet_tf.config import ConfigError, RunOptions, XLNetConfig
 from xlnet_tf.encoder import XLNetModel
 from xlnet_tf.tasks import (SequenceSummary, XLNetClassifier,
                             XLNetForMultipleChoice, XLNetForQuestionAnswering,
-                            XLNetPretrainer, XLNetRegressor)
+                            XLNetForTokenClassification, XLNetPretrainer,
+                            XLNetRegressor)
 from xlnet_tf.version import __version__
 
 __all__ = [
     "CheckpointError", "ConfigError", "LoadReport", "RunOptions",
     "SequenceSummary", "XLNetClassifier", "XLNetConfig",
-    "XLNetForMultipleChoice", "XLNetForQuestionAnswering", "XLNetModel",
-    "XLNetPretrainer", "XLNetRegressor", "load_checkpoint",
+    "XLNetForMultipleChoice", "XLNetForQuestionAnswering",
+    "XLNetForTokenClassification", "XLNetModel", "XLNetPretrainer",
+    "XLNetRegressor", "load_checkpoint",
     "load_native_checkpoint", "load_original_checkpoint",
     "save_native_checkpoint", "save_original_checkpoint",
 ]

@@ -8,6 +8,8 @@ signature. The data side of a task lives in `data_utils/`.
   multiple_choice XLNetForMultipleChoice, MultipleChoiceTask (RACE)
   squad           SquadHead, XLNetForQuestionAnswering, SquadTask
   pretraining     LMHead, XLNetPretrainer, PretrainTask
+  token_classification  XLNetForTokenClassification,
+                  TokenClassificationTask (named entities)
 """
 
 from xlnet_tf.tasks.base import TaskModel, XLNetTask
@@ -23,12 +25,17 @@ from xlnet_tf.tasks.pretraining import LMHead, PretrainTask, XLNetPretrainer
 from xlnet_tf.tasks.squad import (SquadHead, SquadTask,
                                   XLNetForQuestionAnswering, export_squad,
                                   squad_loss)
+from xlnet_tf.tasks.token_classification import (
+    TokenClassificationTask, XLNetForTokenClassification,
+    token_classification_loss)
 
 __all__ = [
     "ClassifierTask", "LMHead", "LogitHead", "MultipleChoiceTask",
     "PretrainTask", "SUMMARY_TYPES", "SequenceSummary", "SquadHead",
-    "SquadTask", "TaskModel", "XLNetClassifier", "XLNetForMultipleChoice",
-    "XLNetForQuestionAnswering", "XLNetPretrainer", "XLNetRegressor",
+    "SquadTask", "TaskModel", "TokenClassificationTask", "XLNetClassifier",
+    "XLNetForMultipleChoice", "XLNetForQuestionAnswering",
+    "XLNetForTokenClassification", "XLNetPretrainer", "XLNetRegressor",
     "XLNetTask", "classification_loss", "export_classifier",
     "export_multiple_choice", "export_squad", "regression_loss", "squad_loss",
+    "token_classification_loss",
 ]
