@@ -94,3 +94,14 @@ def test_run_options_validation(kw, message):
 def test_run_options_from_dict_rejects_unknown_names():
   with pytest.raises(xt.ConfigError, match="unknown option.*memlen"):
     xt.RunOptions.from_dict({"memlen": 3})
+
+
+def test_run_options_read_none_memory_as_zero():
+  """The original's RunConfig (and run_options.json files written before
+  the options became ints) say None for "no memory" / "the whole segment"."""
+  assert xt.RunOptions(mem_len=None, reuse_len=None) == xt.RunOptions()
+  saved = dict(xt.RunOptions(mem_len=3).to_dict(), mem_len=None,
+               reuse_len=None)
+  options = xt.RunOptions.from_dict(saved)
+  assert (options.mem_len, options.reuse_len) == (0, 0)
+  assert options.to_dict() == xt.RunOptions().to_dict()
