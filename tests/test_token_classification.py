@@ -61,9 +61,12 @@ def test_logits_are_one_dense_layer_on_every_position():
                              exp / exp.sum(-1, keepdims=True), atol=1e-6)
 
 
-def test_dropout_is_the_runs_and_only_acts_in_training():
+def test_dropout_is_the_encoders_and_only_acts_in_training():
   model = _model(xt.RunOptions(dropout=0.5, dropatt=0.0))
-  assert model.dropout.rate == 0.5
+  # As HuggingFace's head: the encoder's output dropout, then the dense layer.
+  assert [type(layer).__name__ for layer in model.layers] == \
+      ["XLNetModel", "LogitHead"]
+  assert model.encoder.dropout.rate == 0.5
   first = model(FEATURES)["logits"].numpy()
   np.testing.assert_array_equal(first, model(FEATURES)["logits"].numpy())
   trained = model(FEATURES, training=True)["logits"].numpy()

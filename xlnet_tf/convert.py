@@ -65,8 +65,9 @@ flags.DEFINE_enum("from_format", "auto", ("auto",) + FORMATS,
 flags.DEFINE_enum("model", None, MODELS, "the model the weights belong to "
                   "(default: detected from the source; required for native "
                   "sources)", flag_values=FLAGS)
-flags.DEFINE_string("task_name", None, "classification/regression scope "
-                    "(model/classification_<task>/logit); default: detected",
+flags.DEFINE_string("task_name", None, "classification/regression/token "
+                    "classification scope (model/classification_<task>/"
+                    "logit); default: detected",
                     flag_values=FLAGS)
 flags.DEFINE_integer("n_class", None, "classes (default: detected)",
                      flag_values=FLAGS)
@@ -147,14 +148,12 @@ def _scopes(names, kind: str) -> List[str]:
 def _detect_from_original(names: dict, args) -> tuple:
   """(model kind, head arguments) from an original checkpoint's names."""
   head = {}
-  classes, regressions = _scopes(names, "classification"), _scopes(
-      names, "regression")
+  scoped = ("classification", "regression", "token_classification")
+  scopes_of = {kind: _scopes(names, kind) for kind in scoped}
   if args.model:
     model = args.model
-  elif classes:
-    model = "classification"
-  elif regressions:
-    model = "regression"
+  elif any(scopes_of.values()):
+    model = next(kind for kind in scoped if scopes_of[kind])
   elif "logits/dense/bias" in names:
     model = "multiple_choice"
   elif "start_logits/dense/bias" in names:
@@ -163,16 +162,16 @@ def _detect_from_original(names: dict, args) -> tuple:
     model = "lm"
   else:
     model = "base"
-  scopes = classes if model == "classification" else regressions
-  if model in ("classification", "regression") and not args.task_name:
+  scopes = scopes_of.get(model, [])
+  if model in scoped and not args.task_name:
     if len(scopes) > 1:
       raise ConvertError(f"the checkpoint holds {model} heads for "
                          f"{', '.join(scopes)}: pick one with --task_name")
     if scopes:
       head["task_name"] = scopes[0]
   task = (args.task_name or head.get("task_name", "task")).lower()
-  bias = f"model/classification_{task}/logit/bias"
-  if model == "classification" and bias in names:
+  bias = f"model/{model}_{task}/logit/bias"
+  if model in ("classification", "token_classification") and bias in names:
     head["n_class"] = int(names[bias][0])
   summary = "model/sequnece_summary"
   if any(n.startswith(summary + "/") for n in names):
@@ -327,7 +326,11 @@ def convert(args: ConvertArgs) -> List[str]:
         model != "lm"):
       notes.append("mask_emb is not in the source (fine-tuned); written from "
                    "its initial value")
-    saved = save_hf_weights(obj, args.target)
+    # Class names read from an HF source go on, if the class count stayed.
+    labels = head.get("labels")
+    if labels is not None and len(labels) != getattr(obj, "n_class", None):
+      labels = None
+    saved = save_hf_weights(obj, args.target, labels=labels)
     notes += saved.notes
     lines.append(f"wrote {saved.path} ({saved.architecture}, "
                  f"{len(saved.written)} tensors)")
@@ -352,8 +355,9 @@ def convert(args: ConvertArgs) -> List[str]:
 
 def _applies(key: str, model: str) -> bool:
   pooled = model in ("classification", "regression", "multiple_choice")
-  return {"task_name": model in ("classification", "regression"),
-          "n_class": model == "classification",
+  classes = model in ("classification", "token_classification")
+  return {"task_name": classes or model == "regression",
+          "n_class": classes,
           "summary_type": pooled, "use_summ_proj": pooled,
           "tie_weight": model == "lm",
           "start_n_top": model == "qa", "end_n_top": model == "qa"}.get(

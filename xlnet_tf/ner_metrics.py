@@ -94,3 +94,33 @@ def entity_metrics(gold_tags: Sequence[Sequence[str]],
       per_type={t: _scores(*per_type[t], *counts[t]) for t in types})
   return out
 
+
+
+def majority_tags(words: Sequence[Sequence[str]],
+                  tags: Sequence[Sequence[str]]) -> Dict[str, str]:
+  """The baseline's table: each word's most frequent tag (`words`, `tags`:
+  one list per sentence), the earliest seen on a tie.
+
+  Example:
+    >>> majority_tags([["EU", "x", "EU"]], [["B-ORG", "O", "B-LOC"]])
+    {'EU': 'B-ORG', 'x': 'O'}
+  """
+  counts: Dict[str, Dict[str, int]] = {}
+  for sentence_words, sentence_tags in zip(words, tags):
+    for word, tag in zip(sentence_words, sentence_tags):
+      seen = counts.setdefault(word, {})
+      seen[tag] = seen.get(tag, 0) + 1
+  # dicts keep insertion order and max() keeps the first maximum.
+  return {w: max(seen, key=seen.get) for w, seen in counts.items()}
+
+
+def majority_baseline(table: Dict[str, str],
+                      words: Sequence[Sequence[str]]) -> List[List[str]]:
+  """Tags of the majority-per-word baseline: each word's tag in `table`
+  (`majority_tags` of the training data), `O` for a word not in it.
+
+  Example:
+    >>> majority_baseline({"EU": "B-ORG"}, [["EU", "says"]])
+    [['B-ORG', 'O']]
+  """
+  return [[table.get(w, "O") for w in sentence] for sentence in words]

@@ -2,16 +2,19 @@
 
 Sits above the task models (it builds them) and `xlnet_tf.io` (which moves
 the weights). A model kind is a key of `ARCHITECTURES`: base (the encoder
-alone), lm, classification, regression, multiple_choice, qa.
+alone), lm, classification, regression, multiple_choice, qa,
+token_classification.
 
   model, report = load_hf_model("xlnet-base-cased/")   # the matching model
   save_hf_weights(model, "exported/")                  # for transformers
+  save_hf_weights(tagger, "ner/", labels=["O", "B-LOC", "I-LOC"])
+  report.spec.head["labels"]     # class names read from id2label, if any
 """
 
 from __future__ import annotations
 
 import os
-from typing import Optional
+from typing import Optional, Sequence
 
 from xlnet_tf.checkpoint_files import CheckpointError
 from xlnet_tf.config import RunOptions, XLNetConfig
@@ -21,21 +24,24 @@ from xlnet_tf.io.hf_config import (ARCHITECTURES, HF_CONFIG, config_from_hf,
                                    config_to_hf)
 from xlnet_tf.io.hf_files import read_hf_config
 from xlnet_tf.tasks import (XLNetClassifier, XLNetForMultipleChoice,
-                            XLNetForQuestionAnswering, XLNetPretrainer,
+                            XLNetForQuestionAnswering,
+                            XLNetForTokenClassification, XLNetPretrainer,
                             XLNetRegressor)
 
 # Model classes by kind; the first that an object is an instance of names it.
 _KINDS = (("base", XLNetModel), ("lm", XLNetPretrainer),
           ("classification", XLNetClassifier), ("regression", XLNetRegressor),
           ("multiple_choice", XLNetForMultipleChoice),
-          ("qa", XLNetForQuestionAnswering))
+          ("qa", XLNetForQuestionAnswering),
+          ("token_classification", XLNetForTokenClassification))
 
 
 def build_model(model: str, config: XLNetConfig,
                 options: Optional[RunOptions] = None, **head):
   """A fresh model of kind `model`; `head` holds its constructor arguments
   (n_class, task_name, summary_type, use_summ_proj, tie_weight, n_choice,
-  start_n_top, end_n_top); those another kind takes are ignored."""
+  start_n_top, end_n_top); those another kind takes (and `labels`, which
+  none takes) are ignored."""
   pooled = {k: head[k] for k in ("summary_type", "use_summ_proj")
             if k in head}
   if model not in ARCHITECTURES:
@@ -52,6 +58,10 @@ def build_model(model: str, config: XLNetConfig,
   if model == "regression":
     return XLNetRegressor(network, task_name=head.get("task_name") or "task",
                           **pooled)
+  if model == "token_classification":
+    return XLNetForTokenClassification(
+        network, n_class=head.get("n_class", 2),
+        task_name=head.get("task_name") or "task")
   if model == "multiple_choice":
     return XLNetForMultipleChoice(network, n_choice=head.get("n_choice", 4),
                                   **pooled)
@@ -68,11 +78,13 @@ def model_kind(obj) -> str:
   raise CheckpointError(
       f"HuggingFace weights: a {type(obj).__name__} has no HF counterpart; "
       "use XLNetModel or a task model (classifier, regressor, multiple "
-      "choice, question answering, pretrainer)")
+      "choice, question answering, token classifier, pretrainer)")
 
 
 def _head_of(obj, kind: str) -> dict:
   """What `config_to_hf` needs of `obj`'s head."""
+  if kind == "token_classification":
+    return {"n_class": obj.n_class, "task_name": obj.task_name}
   if kind == "lm":
     return {"tie_weight": obj.tie_weight}
   if kind == "qa":
@@ -86,9 +98,12 @@ def _head_of(obj, kind: str) -> dict:
   return head
 
 
-def hf_config(obj, architecture: Optional[str] = None) -> dict:
+def hf_config(obj, architecture: Optional[str] = None,
+              labels: Optional[Sequence[str]] = None) -> dict:
   """The HF `config.json` contents for `obj` saved as `architecture`
-  (default: its own; any model may be saved as `XLNetModel`)."""
+  (default: its own; any model may be saved as `XLNetModel`); `labels`:
+  the class names by id of a classifier or token classifier (HF's
+  id2label / label2id; default LABEL_<i>)."""
   kind = model_kind(obj)
   architecture = architecture or ARCHITECTURES[kind]
   if architecture not in ARCHITECTURES.values():
@@ -101,22 +116,31 @@ def hf_config(obj, architecture: Optional[str] = None) -> dict:
     raise CheckpointError(
         f"a {type(obj).__name__} cannot be saved as {architecture}; save it "
         f"as {ARCHITECTURES[kind]} or XLNetModel")
-  return config_to_hf(encoder.config, encoder.options, architecture,
-                      _head_of(obj, kind))
+  head = _head_of(obj, kind)
+  if labels is not None:
+    if kind not in ("classification", "token_classification"):
+      raise CheckpointError(f"labels given for a {type(obj).__name__}, "
+                            "which has no classes")
+    head["labels"] = list(labels)
+  return config_to_hf(encoder.config, encoder.options, architecture, head)
 
 
-def save_hf_weights(obj, directory: str, architecture: Optional[str] = None
-                    ) -> HFSaveReport:
+def save_hf_weights(obj, directory: str, architecture: Optional[str] = None,
+                    labels: Optional[Sequence[str]] = None) -> HFSaveReport:
   """Writes `obj` as an HF XLNet directory loadable by transformers'
   `<architecture>.from_pretrained(directory)`.
 
   `architecture` defaults to the object's own (`XLNetModel`,
   `XLNetLMHeadModel`, `XLNetForSequenceClassification` for classifier and
-  regressor, `XLNetForMultipleChoice`, `XLNetForQuestionAnswering`); any model
-  may also be saved as `XLNetModel` (its encoder). The files appear
-  atomically. Raises `CheckpointError` for what HF cannot represent.
+  regressor, `XLNetForMultipleChoice`, `XLNetForQuestionAnswering`,
+  `XLNetForTokenClassification`); any model may also be saved as
+  `XLNetModel` (its encoder). `labels` names a classifier's or token
+  classifier's classes by id (id2label; default LABEL_<i>). The files appear
+  atomically. Raises `CheckpointError` for what HF cannot represent (and for
+  labels that are not one distinct name per class).
   """
-  return write_hf_weights(obj, directory, hf_config(obj, architecture))
+  return write_hf_weights(obj, directory,
+                          hf_config(obj, architecture, labels))
 
 
 def load_hf_model(directory: str, model: Optional[str] = None,
@@ -124,7 +148,8 @@ def load_hf_model(directory: str, model: Optional[str] = None,
                   **head):
   """Builds the model an HF directory describes and loads it: returns
   `(model, report)`. `model` (a key of `ARCHITECTURES`), `options` and head
-  arguments override what config.json implies.
+  arguments override what config.json implies. The class names config.json
+  gives (id2label) are in `report.spec.head["labels"]`.
 
   Example (any directory written by `save_pretrained`):
     model, report = load_hf_model("xlnet-base-cased")

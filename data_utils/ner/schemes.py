@@ -179,3 +179,21 @@ def detect_scheme(sentences: Sequence[Sequence[str]]) -> str:
         seen_iob1 = True
       prev, prev_kind = prefix, kind
   return IOB1 if seen_iob1 else IOB2
+
+
+def label_list(tags: Sequence[str]) -> List[str]:
+  """The model's labels for the entity types of `tags` (any scheme, or bare
+  type names): `O`, then per type in sorted order `B-T`, `I-T` (IOB2, the
+  internal scheme; both prefixes so any entity can be written).
+
+  Example:
+    >>> label_list(["I-PER", "O", "B-LOC", "S-PER", "MISC"])
+    ['O', 'B-LOC', 'I-LOC', 'B-MISC', 'I-MISC', 'B-PER', 'I-PER']
+  """
+  types = set()
+  for tag in tags:
+    if tag == "O":
+      continue
+    prefix, kind = split_tag(tag)
+    types.add(kind if kind and prefix in "BIES" and len(prefix) == 1 else tag)
+  return ["O"] + [f"{p}-{t}" for t in sorted(types) for p in "BI"]

@@ -6,9 +6,12 @@ are; ff_activation: this project's 'gelu' (the original's tanh form) <-> HF
 'gelu_new', 'gelu_exact' <-> HF 'gelu' (erf), 'relu' <-> 'relu'; untie_r is
 kept as an extra key (HF ignores it). attn_type, bi_data, clamp_len,
 same_length, mem_len, reuse_len and dropout are run options here
-(`RunOptions`), suggested by the import. What has no counterpart (another
-LayerNorm epsilon, activation or attention type, an 'attn' summary, ...) is
-refused with a one-line error.
+(`RunOptions`), suggested by the import. A classification head's classes
+are id2label's names in id order (transformers' rule: id2label decides;
+label2id is written, not read). What has no counterpart (another LayerNorm
+epsilon, activation or attention type, an 'attn' summary, ...) or
+contradicts itself (num_labels against id2label) is refused with a
+one-line error.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ ARCHITECTURES = {
     "regression": "XLNetForSequenceClassification",
     "multiple_choice": "XLNetForMultipleChoice",
     "qa": "XLNetForQuestionAnswering",
+    "token_classification": "XLNetForTokenClassification",
 }
 
 _ACT_TO_HF = {"relu": "relu", "gelu": "gelu_new", "gelu_exact": "gelu"}
@@ -47,8 +51,10 @@ class HFModelSpec:
   config: the `XLNetConfig`; options: the `RunOptions` that reproduce the HF
   model's forward pass; model: a key of `ARCHITECTURES`; head: keyword
   arguments of that task model (n_class, task_name, summary_type,
-  use_summ_proj, tie_weight, start_n_top, end_n_top); notes: what was mapped
-  with a caveat.
+  use_summ_proj, tie_weight, start_n_top, end_n_top) plus, for the
+  classification kinds, `labels` (class names by id, from id2label; no model
+  takes them, `build_model` ignores them); notes: what was mapped with a
+  caveat.
   """
   config: XLNetConfig
   options: RunOptions
@@ -93,6 +99,49 @@ def _summary_head(data: dict, source: str, notes: List[str]) -> dict:
   if (data.get("summary_first_dropout") or 0) > 0:
     notes.append("summary_first_dropout is not applied here (training only)")
   return {"summary_type": summary_type, "use_summ_proj": use_proj}
+
+
+def _class_head(data: dict, source: str) -> dict:
+  """n_class, labels (when id2label is given) and task_name of a
+  classification config. id2label decides the count, as in transformers; a
+  num_labels that disagrees or ids that are not 0..C-1 are refused."""
+  count, id2label = data.get("num_labels"), data.get("id2label")
+  if count is not None and not _is_count(count):
+    raise ConfigError(f"{source}: num_labels {count!r} is not a positive "
+                      "count")
+  head = {"n_class": 2 if count is None else count}
+  if id2label:
+    try:
+      by_id = {int(k): str(v) for k, v in dict(id2label).items()}
+    except (TypeError, ValueError):
+      raise ConfigError(f"{source}: id2label must map integer ids to label "
+                        "names") from None
+    if sorted(by_id) != list(range(len(by_id))):
+      raise ConfigError(f"{source}: id2label ids are not 0..{len(by_id) - 1}")
+    if count is not None and count != len(by_id):
+      raise ConfigError(f"{source}: num_labels {count} does not match the "
+                        f"{len(by_id)} labels of id2label")
+    head.update(n_class=len(by_id), labels=[by_id[i] for i in sorted(by_id)])
+  if data.get("finetuning_task"):
+    head["task_name"] = str(data["finetuning_task"])
+  return head
+
+
+def _labels_to_hf(n_class: int, labels) -> dict:
+  """num_labels, id2label (JSON keys are strings) and label2id of a head of
+  `n_class` classes named `labels` (by id; None: HF's LABEL_<i>)."""
+  if labels is None:
+    labels = [f"LABEL_{i}" for i in range(n_class)]
+  labels = [str(name) for name in labels]
+  if len(labels) != n_class:
+    raise CheckpointError(f"{len(labels)} labels given for a head of "
+                          f"{n_class} classes")
+  if len(set(labels)) != n_class:
+    raise CheckpointError("repeated label names cannot be represented "
+                          "(HF's label2id maps each name to one id)")
+  return {"num_labels": n_class,
+          "id2label": {str(i): name for i, name in enumerate(labels)},
+          "label2id": {name: i for i, name in enumerate(labels)}}
 
 
 def config_from_hf(data: dict, source: str = HF_CONFIG) -> HFModelSpec:
@@ -173,15 +222,19 @@ def config_from_hf(data: dict, source: str = HF_CONFIG) -> HFModelSpec:
     if architecture == "XLNetForMultipleChoice":
       model = "multiple_choice"
     else:
-      id2label = data.get("id2label")
-      n_class = len(id2label) if id2label else data.get("num_labels", 2)
+      classes = _class_head(data, source)
       regression = (data.get("problem_type") == "regression" or
-                    (n_class == 1 and data.get("problem_type") is None))
+                    (classes["n_class"] == 1 and
+                     data.get("problem_type") is None))
       model = "regression" if regression else "classification"
-      if not regression:
-        head["n_class"] = n_class
-      if data.get("finetuning_task"):
-        head["task_name"] = str(data["finetuning_task"])
+      if regression:
+        del classes["n_class"]
+        classes.pop("labels", None)
+      head.update(classes)
+  elif architecture == "XLNetForTokenClassification":
+    # No summary: one Linear (`classifier`) on every position.
+    model = "token_classification"
+    head.update(_class_head(data, source))
   elif architecture == "XLNetForQuestionAnswering":
     model = "qa"
     head.update(start_n_top=data.get("start_n_top", 5),
@@ -203,8 +256,9 @@ def config_to_hf(config: XLNetConfig, options: RunOptions,
   """The HF `config.json` contents of an encoder (`config`, `options`) saved
   as `architecture` (a value of `ARCHITECTURES`) with a task head described
   by `head`: summary_type, use_summ_proj (pooled heads), n_class (None:
-  regression), task_name, tie_weight, start_n_top, end_n_top. Raises
-  `CheckpointError` for what HF cannot represent.
+  regression), labels (class names by id; default HF's LABEL_<i>),
+  task_name, tie_weight, start_n_top, end_n_top. Raises `CheckpointError`
+  for what HF cannot represent.
 
   Example:
     >>> cfg = XLNetConfig(n_layer=1, d_model=8, n_head=2, d_head=4,
@@ -261,15 +315,16 @@ def config_to_hf(config: XLNetConfig, options: RunOptions,
     use_proj = head.get("use_summ_proj", True)
     data.update(summary_type=head["summary_type"], summary_use_proj=use_proj,
                 summary_activation="tanh" if use_proj else "linear")
-  if architecture == "XLNetForSequenceClassification":
+  if architecture in ("XLNetForSequenceClassification",
+                      "XLNetForTokenClassification"):
     n_class = head.get("n_class") or 1
-    data["id2label"] = {str(i): f"LABEL_{i}" for i in range(n_class)}
-    data["label2id"] = {f"LABEL_{i}": i for i in range(n_class)}
+    data.update(_labels_to_hf(n_class, head.get("labels")))
+    data["finetuning_task"] = head.get("task_name")
+  if architecture == "XLNetForSequenceClassification":
     # HF treats one label with no problem_type as regression.
     data["problem_type"] = ("regression" if head.get("n_class") is None else
                             "single_label_classification" if n_class > 1
                             else None)
-    data["finetuning_task"] = head.get("task_name")
   if architecture == "XLNetForQuestionAnswering":
     data.update(start_n_top=head.get("start_n_top", 5),
                 end_n_top=head.get("end_n_top", 5))

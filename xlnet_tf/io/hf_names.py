@@ -20,6 +20,8 @@ HF names of the encoder carry `transformer.` in every architecture but
   model/sequnece_summary/summary/kernel|bias    sequence_summary.summary.weight (T)|bias
   model/classification_<task>/logit,            logits_proj.weight (T)|bias
   model/regression_<task>/logit, logits/dense
+  model/token_classification_<task>/logit/      classifier.weight [C, D] (T)|bias [C]
+      kernel [D, C] | bias [C] (C classes)      (XLNetForTokenClassification)
   start_logits/dense, end_logits/dense_{0,1},   same names, kernel -> weight (T),
   end_logits/LayerNorm, answer_class/dense_{0,1} gamma/beta -> weight/bias
 """
@@ -72,6 +74,11 @@ _RULES = [
      "logits_proj.weight", True, False),
     (r"(?:model/(?:classification|regression)_[^/]+/logit|logits/dense)/bias",
      "logits_proj.bias", False, False),
+    # XLNetForTokenClassification: one Linear on every position.
+    (r"model/token_classification_[^/]+/logit/kernel", "classifier.weight",
+     True, False),
+    (r"model/token_classification_[^/]+/logit/bias", "classifier.bias",
+     False, False),
     (r"(start_logits|end_logits|answer_class)/(dense(?:_\d)?)/kernel",
      r"\1.\2.weight", True, False),
     (r"(start_logits|end_logits|answer_class)/(dense(?:_\d)?)/bias",

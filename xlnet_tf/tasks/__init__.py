@@ -10,6 +10,8 @@ signature. The data side of a task lives in `data_utils/`.
   pretraining     LMHead, XLNetPretrainer, PretrainTask
   token_classification  XLNetForTokenClassification,
                   TokenClassificationTask (named entities)
+  token_serving   export_token_classifier, TokenClassifierServer (its
+                  SavedModel, raw text in, tags and entities out)
 """
 
 from xlnet_tf.tasks.base import TaskModel, XLNetTask
@@ -28,14 +30,17 @@ from xlnet_tf.tasks.squad import (SquadHead, SquadTask,
 from xlnet_tf.tasks.token_classification import (
     TokenClassificationTask, XLNetForTokenClassification,
     token_classification_loss)
+from xlnet_tf.tasks.token_serving import (TokenClassifierServer,
+                                          export_token_classifier)
 
 __all__ = [
     "ClassifierTask", "LMHead", "LogitHead", "MultipleChoiceTask",
     "PretrainTask", "SUMMARY_TYPES", "SequenceSummary", "SquadHead",
-    "SquadTask", "TaskModel", "TokenClassificationTask", "XLNetClassifier",
+    "SquadTask", "TaskModel", "TokenClassificationTask",
+    "TokenClassifierServer", "XLNetClassifier",
     "XLNetForMultipleChoice", "XLNetForQuestionAnswering",
     "XLNetForTokenClassification", "XLNetPretrainer", "XLNetRegressor",
     "XLNetTask", "classification_loss", "export_classifier",
-    "export_multiple_choice", "export_squad", "regression_loss", "squad_loss",
-    "token_classification_loss",
+    "export_multiple_choice", "export_squad", "export_token_classifier",
+    "regression_loss", "squad_loss", "token_classification_loss",
 ]

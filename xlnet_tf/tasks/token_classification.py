@@ -1,13 +1,16 @@
 """Token classification (named entities and any word-labelled data): the
 model, its loss and the training task. The original has no such head; this
 one is HuggingFace's `XLNetForTokenClassification` (a dense layer on every
-position) under an original-style scope.
+position of the encoder's output, which already went through the run's
+dropout, as in the original's `transformer_xl` and in HuggingFace) under an
+original-style scope.
 
 Features: `input_ids`, `segment_ids` `[B, L]` int32, `input_mask` `[B, L]`
 float (1 = padding); for training `label_ids` `[B, L]` int32, where a
 negative id (`data_utils.ner.alignment.IGNORE_LABEL`, -1) marks a position
 the loss ignores (padding, special tokens, a word's non-first pieces). How
-words and tags become those features: `data_utils/ner/`.
+words and tags become those features: `data_utils/ner/`. The SavedModel
+export (raw text in, tags and entities out): `token_serving`.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from xlnet_tf.tasks.pooling import LogitHead
 
 @keras.utils.register_keras_serializable(package="xlnet_tf")
 class XLNetForTokenClassification(TaskModel):
-  """encoder -> dropout (the run's `dropout`) ->
+  """encoder (its output dropout included) ->
   `model/token_classification_<task>/logit` on every position.
 
   Returns `{"logits": [B, L, n_class], "probabilities": [B, L, n_class]}`
@@ -37,8 +40,6 @@ class XLNetForTokenClassification(TaskModel):
     super().__init__(network, **kwargs)
     self.n_class = n_class
     self.task_name = task_name
-    self.dropout = keras.layers.Dropout(self.options.dropout,
-                                        dtype=self.policy)
     self.logit = LogitHead(
         n_class, f"model/token_classification_{task_name.lower()}/logit",
         self.config.d_model, kernel_initializer=self.initializer,
@@ -46,8 +47,7 @@ class XLNetForTokenClassification(TaskModel):
     self.heads = [self.logit]
 
   def call(self, features, training=False):
-    hidden = self.dropout(self.encode(features, training), training=training)
-    logits = self.logit(hidden)
+    logits = self.logit(self.encode(features, training))
     return {"logits": logits, "probabilities": tf.nn.softmax(logits)}
 
   def head_config(self) -> dict:

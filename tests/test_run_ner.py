@@ -1,0 +1,184 @@
+"""run_ner.py end to end on a slice of eng.train with a tiny model: train,
+evaluate on eng.testa, predict an unseen file, export, query the export
+with raw text from a fresh process; and its one-line errors."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import xlnet_tf as xt
+from data_utils.ner.reader import read_ner
+from tests.conlleval_reference import score_file
+from conftest import spiece_path
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TINY = xt.XLNetConfig(n_layer=2, d_model=32, n_head=2, d_head=16, d_inner=64,
+                      n_token=32000, ff_activation="gelu", untie_r=True)
+
+
+def _conll_slice(source, target, first, count):
+  """Sentences [first, first + count) of a CoNLL file, with the
+  -DOCSTART- lines among them, as a new file."""
+  with open(source, encoding="utf-8") as f:
+    blocks = f.read().split("\n\n")
+  kept, n = [], 0
+  for block in blocks:
+    if not block.strip():
+      continue
+    if block.startswith("-DOCSTART-"):
+      if first <= n < first + count:
+        kept.append(block)
+      continue
+    if first <= n < first + count:
+      kept.append(block)
+    n += 1
+  with open(target, "w", encoding="utf-8") as f:
+    f.write("\n\n".join(kept) + "\n\n")
+  return str(target)
+
+
+def _run(args, timeout=900):
+  return subprocess.run([sys.executable, "run_ner.py", *args], cwd=ROOT,
+                        capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def trained(shared, tmp_path_factory):
+  tmp = tmp_path_factory.mktemp("ner")
+  conll = os.path.join(shared, "data", "conll2003")
+  config = tmp / "config.json"
+  config.write_text(json.dumps(TINY.to_dict()))
+  train = _conll_slice(os.path.join(conll, "eng.train"), tmp / "train.txt",
+                       0, 400)
+  unseen = _conll_slice(os.path.join(conll, "eng.train"), tmp / "unseen.txt",
+                        9000, 300)
+  args = [
+      f"--train_file={train}", f"--eval_file={conll}/eng.testa",
+      f"--predict_file={unseen}", f"--model_config_path={config}",
+      f"--spiece_model_file={spiece_path(shared)}",
+      f"--output_dir={tmp}/data", f"--model_dir={tmp}/model",
+      "--max_seq_length=32", "--doc_stride=12", "--train_batch_size=16",
+      "--train_steps=100", "--iterations=50", "--learning_rate=3e-3",
+      "--warmup_steps=10", "--eval_batch_size=128",
+      "--predict_batch_size=128"]
+  res = _run(args + ["--do_train", "--do_eval", "--do_predict"])
+  assert res.returncode == 0, res.stderr[-3000:]
+  return {"tmp": tmp, "args": args, "unseen": unseen, "stdout": res.stdout,
+          "stderr": res.stderr, "testa": os.path.join(conll, "eng.testa")}
+
+
+def test_eval_reports_conlleval_scores_per_type(trained):
+  with open(trained["tmp"] / "model" / "eval_results_dev.json") as f:
+    results = json.load(f)
+  best = results["best"]
+  assert results["num_words"] == 51362 and results["scheme"] == "IOB1"
+  assert results["labels"] == ["O", "B-LOC", "I-LOC", "B-MISC", "I-MISC",
+                               "B-ORG", "I-ORG", "B-PER", "I-PER"]
+  assert set(best["per_type"]) >= {"PER", "LOC", "ORG", "MISC"}
+  assert best["n_gold"] == 5942   # eng.testa's entities
+  assert 0.0 <= best["majority_baseline_f1"] <= 1.0
+  assert results["windows"]["split_sentences"] > 0
+
+
+def test_predictions_one_tag_per_word_and_conlleval_agrees(trained):
+  directory = trained["tmp"] / "model" / "predictions"
+  unseen = read_ner(trained["unseen"])
+  predicted = read_ner(str(directory / "unseen.conll"))
+  # Exactly the input's words, sentences and documents, in order.
+  assert [s.words for s in predicted.sentences] == \
+      [s.words for s in unseen.sentences]
+  assert [s.document for s in predicted.sentences] == \
+      [s.document for s in unseen.sentences]
+  with open(directory / "unseen.conll", encoding="utf-8") as f:
+    gold_column = [line.split()[1] for line in f
+                   if line.strip() and not line.startswith("-DOCSTART-")]
+  assert gold_column == [t for s in unseen.sentences for t in s.source_tags]
+  with open(directory / "unseen.results.json") as f:
+    reported = json.load(f)
+  independent = score_file(str(directory / "unseen.conll"))
+  for key in ("f1", "precision", "recall"):
+    assert independent[key] == pytest.approx(reported[key], abs=1e-12), key
+  assert independent["per_type"] == pytest.approx(
+      {t: m["f1"] for t, m in reported["per_type"].items()}, abs=1e-12)
+  assert reported["n_predicted"] > 0
+  with open(directory / "unseen.jsonl", encoding="utf-8") as f:
+    rows = [json.loads(line) for line in f]
+  assert [r["tags"] for r in rows] == \
+      [s.source_tags for s in predicted.sentences]
+
+
+QUERY = """
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # registers the tokenizer ops
+model = tf.saved_model.load(sys.argv[1])
+texts = json.loads(sys.stdin.read())
+out = model.signatures["serve_text"](text=tf.constant(texts))
+n = out["num_words"].numpy()
+tags = [[t.decode() for t in row[:k]] for row, k in zip(out["tags"].numpy(), n)]
+m = out["num_entities"].numpy()
+ents = [[(t.decode(), int(s), int(e)) for t, s, e in zip(
+    out["entity_types"].numpy()[i][:m[i]], out["entity_starts"].numpy()[i][:m[i]],
+    out["entity_ends"].numpy()[i][:m[i]])] for i in range(len(texts))]
+print(json.dumps({"tags": tags, "entities": ents}))
+"""
+
+
+def test_export_answers_raw_text_from_a_fresh_process(trained):
+  export = trained["tmp"] / "model" / "saved_model"
+  with open(export / "xlnet_tf_export.json") as f:
+    assert json.load(f)["kind"] == "token_classifier"
+  rows = []
+  with open(trained["tmp"] / "model" / "predictions" / "unseen.jsonl",
+            encoding="utf-8") as f:
+    rows = [json.loads(line) for line in f][:120]
+  res = subprocess.run([sys.executable, "-c", QUERY, str(export)],
+                       input=json.dumps([r["text"] for r in rows]),
+                       capture_output=True, text=True, timeout=300)
+  assert res.returncode == 0, res.stderr[-3000:]
+  served = json.loads(res.stdout.strip().splitlines()[-1])
+  unseen = read_ner(trained["unseen"])
+  for row, tags, entities in zip(rows, served["tags"], served["entities"]):
+    # The export answers in IOB2; the files in the input's scheme (IOB1).
+    assert unseen.restore(tags) == row["tags"]
+    assert [tuple(x) for x in entities] == \
+        [(e["type"], e["start"], e["end"]) for e in row["entities"]]
+
+
+def test_predict_only_run_reads_the_saved_labels(trained):
+  tmp = trained["tmp"]
+  res = _run([a for a in trained["args"]
+              if not a.startswith("--predict_file")]
+             + [f"--predict_file={trained['testa']}", "--do_predict",
+                f"--predict_dir={tmp}/again"])
+  assert res.returncode == 0, res.stderr[-3000:]
+  with open(tmp / "again" / "eng.results.json") as f:
+    again = json.load(f)
+  with open(tmp / "model" / "eval_results_dev.json") as f:
+    evaluated = json.load(f)["best"]
+  assert again["f1"] == evaluated["f1"]
+  assert again["per_type"] == evaluated["per_type"]
+
+
+def test_errors_are_one_line(trained, tmp_path):
+  base = [a for a in trained["args"] if not a.startswith(
+      ("--train_file", "--model_dir"))]
+  bad = tmp_path / "bad.txt"
+  bad.write_text("EU B-ORG\nrejects O\nGerman X-MISC\n")
+  res = _run(base + [f"--train_file={bad}", f"--model_dir={tmp_path}/m",
+                     "--do_train"])
+  assert res.returncode == 2
+  assert res.stderr.strip().splitlines()[-1] == (
+      f"run_ner: {bad}:3: tag X-MISC is not O or B-, I-, E-, S- "
+      "followed by a type")
+  res = _run(base + [f"--model_dir={tmp_path}/m2", "--do_predict"])
+  assert res.returncode == 2
+  assert res.stderr.strip().splitlines()[-1] == (
+      "run_ner: no labels: pass --label_list or --do_train, or use a "
+      "--model_dir holding ner_labels.json")
+  res = _run(trained["args"] + ["--do_eval", "--label_list=PER,LOC"])
+  assert res.returncode == 2
+  assert "was trained with labels" in res.stderr.strip().splitlines()[-1]

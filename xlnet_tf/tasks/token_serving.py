@@ -1,0 +1,335 @@
+"""SavedModel export of a token classifier, with a raw-text signature that
+tokenizes in the graph and answers in character offsets.
+
+Signatures of an export (`export_token_classifier`):
+  serving_default  input_ids, segment_ids int32 [B, L], input_mask float32
+                   [B, L] (1 = padding) -> logits [B, L, C], probabilities
+                   [B, L, C], tag_ids int32 [B, L] (argmax), tags string
+                   [B, L] (the label of tag_ids)
+  serve_text       text string [B] -> per text, padded to the batch's
+                   largest count (W words, E entities):
+                     num_words int32 [B]
+                     words string [B, W]                  ("" on padding)
+                     word_starts, word_ends int32 [B, W]  (-1 on padding)
+                     tags string [B, W]                   ("" on padding)
+                     tag_ids int32 [B, W]                 (-1 on padding)
+                     num_entities int32 [B]
+                     entity_types, entity_texts string [B, E]  ("")
+                     entity_starts, entity_ends int32 [B, E]   (-1)
+Offsets count characters (code points), end exclusive, as in
+`data_utils.ner.text`: `text[start:end]` is the word or the entity.
+
+`serve_text` is the Python path as TensorFlow ops:
+  words     `text.words_with_offsets`: runs of code points that are not
+            Python-`str.isspace` (the tokenizer's RE2 class, tested per code
+            point: `regex_split` would stop at U+0000)
+  pieces    `alignment.WordPieces`: each word tokenized alone by the
+            `GraphTokenizer`; an empty result is the id of '▁'
+  windows   `features.sentence_windows` without document context (L - 2
+            pieces, `doc_stride` apart, LEFT padding); all windows of the
+            batch go through the model in one call
+  tags      each word's, at its first piece, from the window that
+            `windows.best_windows` picks for that piece (`merge_words`)
+  entities  `text.entity_spans` of the tags (conlleval's reading)
+Every word gets exactly one tag; an empty text has no words. The TF Text
+ops must be registered before loading: `import tensorflow_text` first.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import tensorflow as tf
+
+from data_utils.errors import UsageError
+from data_utils.graph_tokenizer import GraphTokenizer, unicode_tables
+from data_utils.ner.alignment import WordPieces
+from data_utils.ner.features import NerFeatureSettings
+from data_utils.ner.schemes import split_tag, tag_problem
+from data_utils.tokenization import (CLS_ID, SEG_ID_A, SEG_ID_CLS, SEG_ID_PAD,
+                                     SEP_ID, SentencePieceTokenizer)
+from xlnet_tf.export_dir import check_export_dir, save_atomically
+
+EXPORT_KIND = "token_classifier"
+# conlleval's prefixes, as codes for the in-graph entity reading.
+_O, _B, _I, _E, _S = range(5)
+_PREFIX_CODES = {"O": _O, "B": _B, "I": _I, "E": _E, "S": _S}
+
+
+def label_tables(labels: Sequence[str]):
+  """`(prefix code per label, type index per label (-1 for O), types)` of
+  a label list; a tag no scheme has is a UsageError.
+
+  Example:
+    >>> label_tables(["O", "B-PER", "I-PER", "B-LOC"])
+    ([0, 1, 2, 1], [-1, 1, 1, 0], ['LOC', 'PER'])
+  """
+  types = sorted({split_tag(t)[1] for t in labels if t != "O"})
+  prefixes, kinds = [], []
+  for tag in labels:
+    problem = tag_problem(tag)
+    if problem:
+      raise UsageError(f"label list: {problem}")
+    prefix, kind = split_tag(tag)
+    prefixes.append(_PREFIX_CODES[prefix])
+    kinds.append(types.index(kind) if kind else -1)
+  return prefixes, kinds, types
+
+
+def split_words(texts: tf.Tensor, space_class: str) -> dict:
+  """`words_with_offsets` of each text, flat over the batch: tf.string [B]
+  -> `words` [N] string, `rows` [N] (the text of each word), `starts`,
+  `ends` [N] (character offsets in its text), `first_char`, `last_char`
+  [N] (indices into `chars`), `chars` [total code points] string (the
+  texts' code points, concatenated), `splits` [B + 1] (the words of text b
+  are `splits[b]:splits[b + 1]`); all int64."""
+  by_text = tf.strings.unicode_split(texts, "UTF-8")
+  chars = by_text.flat_values
+  index = tf.range(tf.size(chars, out_type=tf.int64))
+  space = tf.strings.regex_full_match(chars, space_class)
+  row_start = tf.gather(by_text.row_starts(), by_text.value_rowids())
+  row_limit = tf.gather(by_text.row_limits(), by_text.value_rowids())
+  # A text's ends count as space on either side of it.
+  space_before = (tf.gather(tf.concat([[True], space], 0), index)
+                  | tf.equal(index, row_start))
+  space_after = (tf.gather(tf.concat([space, [True]], 0), index + 1)
+                 | tf.equal(index + 1, row_limit))
+  first = tf.boolean_mask(index, ~space & space_before)
+  last = tf.boolean_mask(index, ~space & space_after)
+  rows = tf.gather(by_text.value_rowids(), first)
+  offset = tf.gather(row_start, first)
+  splits = tf.RaggedTensor.from_value_rowids(
+      first, rows, nrows=tf.shape(texts, out_type=tf.int64)[0]).row_splits
+  return {"words": _join_chars(chars, first, last), "rows": rows,
+          "starts": first - offset, "ends": last + 1 - offset,
+          "first_char": first, "last_char": last, "chars": chars,
+          "splits": splits}
+
+
+def _join_chars(chars: tf.Tensor, first: tf.Tensor, last: tf.Tensor):
+  """The strings `chars[first[i]:last[i] + 1]` joined: [N] string."""
+  return tf.strings.reduce_join(
+      tf.gather(chars, tf.ragged.range(first, last + 1)), axis=-1)
+
+
+def window_count(n_pieces: tf.Tensor, size: int, doc_stride: int):
+  """`len(windows.window_spans(n, size, doc_stride))` of each n (int64):
+  the first window, then one per stride until one reaches the end."""
+  return 1 + tf.maximum((n_pieces - size + doc_stride - 1) // doc_stride, 0)
+
+
+def window_features(piece_ids: tf.Tensor, text_start: tf.Tensor,
+                    n_pieces: tf.Tensor, max_seq_length: int,
+                    doc_stride: int):
+  """`features.sentence_windows` (no context) of every text: `piece_ids`
+  [P] (all texts' pieces, concatenated), `text_start`, `n_pieces` [B] int64
+  -> `(features {input_ids, segment_ids, input_mask} [T, L], n_windows [B]
+  int64)`, the windows of text b in order after those of texts < b."""
+  length, size = max_seq_length, max_seq_length - 2
+  n_windows = window_count(n_pieces, size, doc_stride)
+  ks = tf.ragged.range(n_windows)
+  text = ks.value_rowids()
+  start = ks.flat_values * doc_stride
+  held = tf.minimum(start + size, tf.gather(n_pieces, text)) - start
+  j = tf.range(length, dtype=tf.int64)[None, :]
+  pad = (size - held)[:, None]
+  in_piece = (j >= pad) & (j < size)
+  source = tf.gather(text_start, text)[:, None] + start[:, None] + j - pad
+  # One id more so that an empty batch of pieces still has one to gather.
+  ids = tf.concat([tf.cast(piece_ids, tf.int32), [0]], 0)
+  pieces = tf.gather(ids, tf.clip_by_value(source, 0, tf.size(
+      piece_ids, out_type=tf.int64)))
+  specials = tf.where(tf.equal(j, length - 2), SEP_ID,
+                      tf.where(tf.equal(j, length - 1), CLS_ID, 0))
+  segment_ids = tf.where(j < pad, SEG_ID_PAD,
+                         tf.where(tf.equal(j, length - 1), SEG_ID_CLS,
+                                  SEG_ID_A))
+  features = {
+      "input_ids": tf.where(in_piece, pieces, tf.cast(specials, tf.int32)),
+      "segment_ids": tf.cast(segment_ids, tf.int32),
+      "input_mask": tf.cast(j < pad, tf.float32)}
+  return features, n_windows
+
+
+def best_window_positions(piece: tf.Tensor, n_pieces: tf.Tensor,
+                          max_seq_length: int, doc_stride: int):
+  """For pieces at `piece` [N] in texts of `n_pieces` [N] pieces (int64):
+  `(window index in its text, position in that window's row)` [N] of the
+  window `windows.best_windows` picks (most context, earlier on a tie)."""
+  size = max_seq_length - 2
+  # Windows holding a piece are consecutive, at most ceil(size / stride).
+  count = -(-size // doc_stride)
+  lowest = tf.maximum((piece - size) // doc_stride + 1, 0)
+  k = lowest[:, None] + tf.range(count, dtype=tf.int64)[None, :]
+  start = k * doc_stride
+  end = tf.minimum(start + size, n_pieces[:, None])
+  p = piece[:, None]
+  holds = ((k < window_count(n_pieces, size, doc_stride)[:, None])
+           & (start <= p) & (p < end))
+  context = tf.where(holds, tf.minimum(p - start, end - 1 - p), -1)
+  # argmax takes the first of equal values: the earlier window.
+  pick = tf.argmax(context, axis=1, output_type=tf.int64)
+  best = tf.gather(k, pick, batch_dims=1)
+  start = best * doc_stride
+  held = tf.minimum(start + size, n_pieces) - start
+  return best, size - held + piece - start
+
+
+def entity_words(tag_ids: tf.Tensor, first_of_text: tf.Tensor,
+                 last_of_text: tf.Tensor, prefixes: tf.Tensor,
+                 kinds: tf.Tensor):
+  """conlleval's entities (`schemes.entities`) of per-word `tag_ids` [N]
+  (texts concatenated; `first_of_text`, `last_of_text` [N] bool mark their
+  bounds) -> `(first word, last word)` [M] int64 of each entity, in order.
+
+  An entity is open after a word exactly when its tag is not O, so it
+  starts where conlleval starts one and ends at a non-O word after which
+  conlleval ends one (or the text ends)."""
+  prefix = tf.gather(prefixes, tag_ids)
+  kind = tf.gather(kinds, tag_ids)
+  index = tf.range(tf.size(tag_ids, out_type=tf.int64))
+  # (Gathers rather than slices: they also hold for no words at all.)
+  prev = tf.where(first_of_text, _O,
+                  tf.gather(tf.concat([[_O], prefix], 0), index))
+  prev_kind = tf.where(first_of_text, -1,
+                       tf.gather(tf.concat([[-1], kind], 0), index))
+
+  def among(codes, *wanted):
+    return tf.reduce_any(tf.stack([tf.equal(codes, w) for w in wanted]), 0)
+
+  other = tf.not_equal(kind, prev_kind)
+  ends = among(prev, _E, _S) | (among(prev, _B, _I) & (
+      among(prefix, _B, _S, _O) | other))
+  starts = among(prefix, _B, _S) | (among(prefix, _I, _E) & (
+      among(prev, _E, _S, _O) | other))
+  ends_after = (tf.gather(tf.concat([ends, [True]], 0), index + 1)
+                | last_of_text)
+  return (tf.boolean_mask(index, starts),
+          tf.boolean_mask(index, tf.not_equal(prefix, _O) & ends_after))
+
+
+def _per_text(rows: tf.Tensor, nrows: tf.Tensor, count_name: str,
+              columns: dict) -> dict:
+  """Items of texts `rows` [N] (in order) -> `{name: [nrows, max count]}`
+  from `columns` `{name: (values [N], padding value)}` (int64 as int32),
+  plus `count_name`: int32 [nrows] items per text."""
+  out = {}
+  for name, (values, default) in columns.items():
+    if values.dtype == tf.int64:
+      values = tf.cast(values, tf.int32)
+    ragged = tf.RaggedTensor.from_value_rowids(values, rows, nrows=nrows)
+    out[name] = ragged.to_tensor(default_value=default)
+  out[count_name] = tf.cast(ragged.row_lengths(), tf.int32)
+  return out
+
+
+class TokenClassifierServer(tf.Module):
+  """The exported object: the model, the tokenizer and the signatures."""
+
+  def __init__(self, model, max_seq_length: int, doc_stride: int,
+               labels: Sequence[str], tokenizer: Optional[GraphTokenizer] = None,
+               empty_word_id: int = 0):
+    super().__init__()
+    self.model = model
+    self.max_seq_length = max_seq_length
+    self.doc_stride = doc_stride
+    self.tokenizer = tokenizer
+    self.empty_word_id = empty_word_id
+    prefixes, kinds, types = label_tables(labels)
+    self.labels = tf.constant(list(labels))
+    self.prefixes = tf.constant(prefixes, tf.int32)
+    self.kinds = tf.constant(kinds, tf.int32)
+    self.types = tf.constant(types + [""])
+    self.space_class = unicode_tables().space
+
+  def serve_features(self, input_ids, segment_ids, input_mask):
+    out = self.model({"input_ids": input_ids, "segment_ids": segment_ids,
+                      "input_mask": input_mask}, training=False)
+    tag_ids = tf.argmax(out["logits"], axis=-1, output_type=tf.int32)
+    return {"logits": out["logits"], "probabilities": out["probabilities"],
+            "tag_ids": tag_ids, "tags": tf.gather(self.labels, tag_ids)}
+
+  def serve_text(self, text):
+    words = split_words(text, self.space_class)
+    rows, splits = words["rows"], words["splits"]
+    tag_ids = self._word_tag_ids(words)
+    index = tf.range(tf.size(rows, out_type=tf.int64))
+    first, last = entity_words(
+        tag_ids, tf.equal(index, tf.gather(splits, rows)),
+        tf.equal(index + 1, tf.gather(splits, rows + 1)), self.prefixes,
+        self.kinds)
+    nrows = tf.size(splits, out_type=tf.int64) - 1
+    out = _per_text(rows, nrows, "num_words", {
+        "words": (words["words"], ""),
+        "word_starts": (words["starts"], -1),
+        "word_ends": (words["ends"], -1),
+        "tags": (tf.gather(self.labels, tag_ids), ""),
+        "tag_ids": (tag_ids, -1)})
+    out.update(_per_text(tf.gather(rows, first), nrows, "num_entities", {
+        "entity_types": (tf.gather(self.types, tf.gather(
+            self.kinds, tf.gather(tag_ids, last))), ""),
+        "entity_texts": (_join_chars(
+            words["chars"], tf.gather(words["first_char"], first),
+            tf.gather(words["last_char"], last)), ""),
+        "entity_starts": (tf.gather(words["starts"], first), -1),
+        "entity_ends": (tf.gather(words["ends"], last), -1)}))
+    return out
+
+  def _word_tag_ids(self, words: dict) -> tf.Tensor:
+    """The tag id of each word of `split_words`: int32 [N]."""
+    rows, splits = words["rows"], words["splits"]
+    ids = tf.cast(self.tokenizer.encode_ids(words["words"]), tf.int32)
+    # A word preprocessing empties still gets a piece (`WordPieces`).
+    empty = tf.equal(ids.row_lengths(), 0)
+    ids = tf.concat([ids, tf.RaggedTensor.from_row_lengths(
+        tf.fill([tf.math.count_nonzero(empty)], self.empty_word_id),
+        tf.cast(empty, tf.int64))], axis=1)
+    bounds = tf.gather(ids.row_splits, splits)
+    text_start, n_pieces = bounds[:-1], bounds[1:] - bounds[:-1]
+    features, n_windows = window_features(
+        ids.flat_values, text_start, n_pieces, self.max_seq_length,
+        self.doc_stride)
+    logits = self.model(features, training=False)["logits"]
+    predicted = tf.argmax(logits, axis=-1, output_type=tf.int32)
+    # At each word's first piece, in the window best for that piece.
+    window, position = best_window_positions(
+        ids.row_starts() - tf.gather(text_start, rows),
+        tf.gather(n_pieces, rows), self.max_seq_length, self.doc_stride)
+    window += tf.gather(tf.cumsum(n_windows, exclusive=True), rows)
+    return tf.gather_nd(predicted, tf.stack([window, position], 1))
+
+  def signatures(self) -> dict:
+    length = self.max_seq_length
+    sigs = {"serving_default": tf.function(
+        self.serve_features).get_concrete_function(
+            tf.TensorSpec([None, length], tf.int32, "input_ids"),
+            tf.TensorSpec([None, length], tf.int32, "segment_ids"),
+            tf.TensorSpec([None, length], tf.float32, "input_mask"))}
+    if self.tokenizer is not None:
+      sigs["serve_text"] = tf.function(self.serve_text).get_concrete_function(
+          tf.TensorSpec([None], tf.string, "text"))
+    return sigs
+
+
+def export_token_classifier(model, export_dir: str, max_seq_length: int,
+                            doc_stride: int, labels: Sequence[str],
+                            sp_model_path: Optional[str] = None,
+                            lower: bool = False) -> str:
+  """Exports an `XLNetForTokenClassification` (`labels[i]` = class i, IOB2)
+  through `export_dir.save_atomically`; with `sp_model_path` (and `lower`,
+  as the run tokenized) the raw-text signature `serve_text` too. Returns
+  `export_dir`."""
+  check_export_dir(export_dir, EXPORT_KIND)
+  NerFeatureSettings(max_seq_length, doc_stride).validate()
+  if len(labels) != model.n_class:
+    raise UsageError(f"label list: {len(labels)} labels for a model of "
+                     f"{model.n_class} classes")
+  tokenizer, empty_word_id = None, 0
+  if sp_model_path:
+    tokenizer = GraphTokenizer(sp_model_path, lower=lower)
+    word_pieces = WordPieces(SentencePieceTokenizer(sp_model_path,
+                                                    lower=lower))
+    empty_word_id = word_pieces.ids(word_pieces.empty_word)[0]
+  server = TokenClassifierServer(model, max_seq_length, doc_stride, labels,
+                                 tokenizer, empty_word_id)
+  return save_atomically(server, server.signatures(), export_dir, EXPORT_KIND)

@@ -1,0 +1,277 @@
+"""Token classification (named entities): the options and data hooks of
+`run_ner.py` (model, loss and signatures: `xlnet_tf/tasks/
+token_classification.py`; data: `data_utils/ner/`).
+
+Files: `--train_file` / `--eval_file` / `--predict_file`, or in --data_dir
+the split's file (`<split>.txt`, `.conll` or `.jsonl`; CoNLL-2003's names
+`eng.train`, `eng.testa` for dev and `eng.testb` for test). Labels:
+`--label_list`, else the training file's entity types; a training run
+writes them to `model_dir/ner_labels.json`, which later runs read.
+Evaluation scores the predictions as `conlleval` would on the prediction
+file (gold as written in the input, predictions in the input's scheme),
+overall and per type, next to the majority-per-word baseline (each word's
+most frequent training tag). Predictions: `<name>.conll` (`word gold
+predicted`) and `<name>.jsonl` (entities with character offsets) in
+predict_dir, one tag for every input word.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from data_utils.atomic import write_json, write_text
+from data_utils.errors import UsageError, UserError
+from data_utils.ner import predictions as ner_predictions
+from data_utils.ner.alignment import WordPieces
+from data_utils.ner.features import NerFeatureSettings, merge_words
+from data_utils.ner.reader import NerData, read_ner
+from data_utils.ner.records import cached_ner_features, ner_dataset
+from data_utils.ner.schemes import label_list
+from xlnet_tf.ner_metrics import entity_metrics, majority_baseline, \
+    majority_tags
+from xlnet_tf.tasks import TokenClassificationTask, export_token_classifier
+from xlnet_tf.training import checkpoint_number
+from xlnet_tf.workflows.common import run_inference
+from xlnet_tf.workflows.finetune import FinetuneOptions, FinetuneWorkflow
+
+LABELS_FILE = "ner_labels.json"
+# CoNLL-2003's file of each split name.
+_CONLL2003 = {"train": "eng.train", "dev": "eng.testa", "test": "eng.testb"}
+
+
+@dataclasses.dataclass(frozen=True)
+class NerOptions(FinetuneOptions):
+  train_file: str = ""
+  eval_file: str = ""
+  predict_file: str = ""
+  doc_stride: int = 64
+  label_all_pieces: bool = False
+  document_context: bool = False
+  label_list: Optional[Tuple[str, ...]] = None
+  tag_scheme: Optional[str] = None
+
+
+class NerWorkflow(FinetuneWorkflow):
+
+  def __init__(self, opts: NerOptions):
+    super().__init__(opts)
+    self.settings = NerFeatureSettings(
+        max_seq_length=opts.max_seq_length, doc_stride=opts.doc_stride,
+        label_all_pieces=opts.label_all_pieces,
+        document_context=opts.document_context, uncased=opts.uncased)
+    self.word_pieces = WordPieces(self.tokenizer)
+    self._data: Dict[str, NerData] = {}
+    self.labels: List[str] = []
+    self._training = False  # set while `train` reads its features
+
+  # Files and labels ------------------------------------------------------
+  def split_file(self, split: str) -> str:
+    """The file of `split` (see the module docstring)."""
+    opts = self.opts
+    given = {opts.train_split: opts.train_file, opts.eval_split:
+             opts.eval_file, self.predict_split: opts.predict_file}
+    flag = {opts.train_split: "train_file", opts.eval_split: "eval_file",
+            self.predict_split: "predict_file"}
+    if given.get(split):
+      if not os.path.isfile(given[split]):
+        raise UsageError(f"--{flag[split]}={given[split]}: no such file")
+      return given[split]
+    names = [f"{split}{ext}" for ext in (".txt", ".conll", ".jsonl")]
+    names += [_CONLL2003[split]] if split in _CONLL2003 else []
+    for name in names:
+      path = os.path.join(opts.data_dir or "", name)
+      if os.path.isfile(path):
+        return path
+    where = f"--{flag[split]}" if split in flag else "a file"
+    raise UsageError(f"--data_dir={opts.data_dir}: no file for split "
+                     f"{split!r} ({', '.join(names)}); pass {where}")
+
+  def read(self, split: str) -> NerData:
+    if split not in self._data:
+      data = read_ner(self.split_file(split), self.opts.tag_scheme)
+      if not data.sentences:
+        raise UserError(f"{data.path}: no sentence")
+      self._data[split] = data
+    return self._data[split]
+
+  def resolve_labels(self) -> List[str]:
+    """--label_list, else the training file's types, else the labels a
+    training run wrote to model_dir (see the module docstring)."""
+    opts = self.opts
+    path = os.path.join(opts.train.model_dir or "", LABELS_FILE)
+    saved = None
+    if os.path.isfile(path):
+      try:
+        with open(path, encoding="utf-8") as f:
+          saved = json.load(f)["labels"]
+      except (OSError, ValueError, KeyError, TypeError):
+        raise UserError(f"{path}: not a label file written by run_ner.py "
+                        "(JSON with \"labels\")") from None
+    if opts.label_list:
+      labels = label_list(opts.label_list)
+    elif opts.do_train:
+      data = self.read(opts.train_split)
+      labels = label_list(t for s in data.sentences for t in s.tags)
+    elif saved is not None:
+      labels = list(saved)
+    else:
+      raise UsageError(f"no labels: pass --label_list or --do_train, or "
+                       f"use a --model_dir holding {LABELS_FILE}")
+    if saved is not None and saved != labels:
+      raise UserError(f"{path}: the model in --model_dir was trained with "
+                      f"labels {saved}, this run has {labels}; use another "
+                      "--model_dir or the same labels")
+    return labels
+
+  def preflight(self) -> None:
+    opts = self.opts
+    self.settings.validate()
+    self.labels = self.resolve_labels()
+    if len(self.labels) < 2:
+      raise UserError(f"labels {self.labels}: no entity type to learn")
+    self.task = TokenClassificationTask(opts.config, opts.run,
+                                        len(self.labels), self.task_name,
+                                        opts.max_seq_length)
+    super().preflight()
+
+  def check_inputs(self) -> None:
+    opts = self.opts
+    # Every file this run reads is read now (and kept): a bad line fails
+    # before training or any write.
+    label_map = {t: i for i, t in enumerate(self.labels)}
+    if opts.do_train:
+      for sentence in self.read(opts.train_split).sentences:
+        for tag in sentence.tags:
+          if tag not in label_map:
+            raise UserError(f"{self._data[opts.train_split].path}:"
+                            f"{sentence.line}: tag {tag} is not in the label "
+                            f"list ({', '.join(self.labels)})")
+    if opts.do_eval:
+      self.read(opts.eval_split)
+    if opts.do_predict:
+      self.read(self.predict_split)
+
+  def train(self):
+    path = os.path.join(self.opts.train.model_dir, LABELS_FILE)
+    if not os.path.exists(path):
+      write_json(path, {"labels": self.labels})
+    self._training = True
+    try:
+      return super().train()
+    finally:
+      self._training = False
+
+  # The driver's hooks ---------------------------------------------------
+  def features(self, split: str, pad_to: int = 1, passes: int = 1) -> dict:
+    data = self.read(split)
+    training = self._training
+    info = cached_ner_features(
+        data, self.word_pieces, self.labels if training else None,
+        self.settings, self.opts.output_dir, split, training=training,
+        pad_to_multiple=pad_to, num_passes=passes,
+        overwrite=self.opts.overwrite_data, seed=self.opts.seed)
+    info["data"] = data
+    info["num_examples"] = len(data.sentences)
+    return info
+
+  def dataset(self, info: dict, batch_size: int, training: bool = False,
+              skip: int = 0, ctx=None):
+    return ner_dataset(info["path"], self.opts.max_seq_length, batch_size,
+                       is_training=training,
+                       shuffle_buffer=self.opts.shuffle_buffer,
+                       seed=self.opts.seed, skip_batches=skip,
+                       input_context=ctx)
+
+  def predicted_tags(self, checkpoint: str, info: dict, batch_size: int
+                     ) -> List[List[str]]:
+    """Per sentence, one predicted tag per word, in the file's scheme."""
+    model = self.load_model(checkpoint)
+
+    def step(batch):
+      logits = model(batch, training=False)["logits"]
+      return {"predicted": tf.argmax(logits, -1, output_type=tf.int32)}
+
+    out = run_inference(
+        step, self.dataset(info, batch_size),
+        ["predicted", "word_index", "sentence_index", "is_real_example"],
+        -(-info["num_records"] // batch_size), what="ner inference")
+    real = out["is_real_example"] > 0
+    data: NerData = info["data"]
+    ids = merge_words(out["sentence_index"][real], out["word_index"][real],
+                      out["predicted"][real],
+                      [len(s.words) for s in data.sentences])
+    return [data.restore([self.labels[i] for i in row]) for row in ids]
+
+  def check_evaluable(self, info: dict) -> None:
+    del info  # every sentence of a file the reader accepts has gold tags
+
+  def score(self, data: NerData, predicted: List[List[str]]) -> dict:
+    """conlleval's scores of `predicted` against the gold as written."""
+    result = entity_metrics([s.source_tags for s in data.sentences],
+                            predicted)
+    if self._has_split(self.opts.train_split):
+      train = self.read(self.opts.train_split)
+      table = majority_tags([s.words for s in train.sentences],
+                            [s.tags for s in train.sentences])
+      baseline = [data.restore(tags) for tags in majority_baseline(
+          table, [s.words for s in data.sentences])]
+      base = entity_metrics([s.source_tags for s in data.sentences],
+                            baseline)
+      result["majority_baseline_f1"] = base["f1"]
+    logging.info("entity F1 %.4f (P %.4f R %.4f), token accuracy %.4f; "
+                 "per type: %s", result["f1"], result["precision"],
+                 result["recall"], result["accuracy"],
+                 {t: round(m["f1"], 4) for t, m in result["per_type"].items()})
+    return result
+
+  def _has_split(self, split: str) -> bool:
+    try:
+      self.split_file(split)
+    except UserError:
+      return False
+    return True
+
+  def evaluate_checkpoint(self, checkpoint: str, info: dict) -> dict:
+    predicted = self.predicted_tags(checkpoint, info,
+                                    self.opts.eval_batch_size)
+    return self.score(info["data"], predicted)
+
+  def eval_fields(self, info: dict) -> dict:
+    data: NerData = info["data"]
+    return {"file": data.path, "scheme": data.scheme, "labels": self.labels,
+            "num_words": data.n_words, "windows": info["stats"]}
+
+  def write_predictions(self, checkpoint: str, info: dict) -> str:
+    data: NerData = info["data"]
+    predicted = self.predicted_tags(checkpoint, info,
+                                    self.opts.predict_batch_size)
+    name = os.path.splitext(os.path.basename(data.path))[0] or "predictions"
+    directory = self.predict_dir()
+    path = os.path.join(directory, f"{name}.conll")
+    docstart = not data.path.endswith(".jsonl")
+    write_text(path, "\n".join(ner_predictions.conll_lines(
+        data, predicted, with_docstart=docstart)) + "\n")
+    write_text(os.path.join(directory, f"{name}.jsonl"), "\n".join(
+        ner_predictions.jsonl_rows(data, predicted)) + "\n")
+    result = dict(self.score(data, predicted), checkpoint=checkpoint,
+                  step=checkpoint_number(checkpoint), file=data.path)
+    write_json(os.path.join(directory, f"{name}.results.json"), result)
+    logging.info("wrote predictions for %d words to %s", data.n_words, path)
+    return path
+
+  def export_model(self, model, export_dir):
+    return export_token_classifier(
+        model, export_dir, self.opts.max_seq_length, self.opts.doc_stride,
+        self.labels, sp_model_path=self.opts.spiece_model_file,
+        lower=self.opts.uncased)
+
+
+def run(opts: NerOptions) -> dict:
+  return NerWorkflow(opts).run()
