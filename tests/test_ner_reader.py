@@ -204,3 +204,28 @@ def test_jsonl_errors(tmp_path):
   for i, (line, problem) in enumerate(cases.items()):
     p = write(tmp_path, f"bad{i}.jsonl", ok + line + "\n")
     assert error_of(p) == f"{p}:2: {problem}"
+
+
+def test_untagged_files_for_prediction(tmp_path):
+  conll = tmp_path / "words.txt"
+  conll.write_text("-DOCSTART-\n\nEU\nrejects\n\nPeter\n")
+  with pytest.raises(NerDataError, match=r"words.txt:3: one column \('EU'\)"):
+    read_ner(str(conll))
+  data = read_ner(str(conll), untagged=True)
+  assert not data.tagged and data.scheme == "IOB2"
+  assert [(s.words, s.tags, s.line) for s in data.sentences] == [
+      (["EU", "rejects"], [], 3), (["Peter"], [], 6)]
+  rows = tmp_path / "rows.jsonl"
+  rows.write_text('{"tokens": ["EU", "rejects"]}\n{"tokens": ["Peter"]}\n')
+  with pytest.raises(NerDataError, match=r'rows.jsonl:1: not an object with '
+                     r'"tokens" and "tags"$'):
+    read_ner(str(rows))
+  assert [s.words for s in read_ner(str(rows), untagged=True).sentences] == \
+      [["EU", "rejects"], ["Peter"]]
+  rows.write_text('{"tokens": ["EU"]}\n{"tokens": ["x"], "tags": ["O"]}\n')
+  with pytest.raises(NerDataError, match=r'rows.jsonl:2: "tags" in some rows '
+                     r'only \(line 1 differs\)$'):
+    read_ner(str(rows), untagged=True)
+  # A tagged file reads the same either way.
+  rows.write_text('{"tokens": ["EU"], "tags": ["B-ORG"]}\n')
+  assert read_ner(str(rows), untagged=True).tagged

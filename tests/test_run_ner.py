@@ -163,6 +163,32 @@ def test_predict_only_run_reads_the_saved_labels(trained):
   assert again["per_type"] == evaluated["per_type"]
 
 
+def test_predict_untagged_jsonl(trained):
+  tmp = trained["tmp"]
+  unseen = read_ner(trained["unseen"])
+  with open(tmp / "words.jsonl", "w", encoding="utf-8") as f:
+    for s in unseen.sentences[:80]:
+      f.write(json.dumps({"tokens": s.words}) + "\n")
+  res = _run([a for a in trained["args"]
+              if not a.startswith("--predict_file")]
+             + [f"--predict_file={tmp}/words.jsonl", "--do_predict",
+                f"--predict_dir={tmp}/words"])
+  assert res.returncode == 0, res.stderr[-3000:]
+  assert sorted(os.listdir(tmp / "words")) == ["words.conll", "words.jsonl"]
+  with open(tmp / "words" / "words.conll", encoding="utf-8") as f:
+    lines = f.read().split("\n")
+  tagged = read_ner(str(tmp / "model" / "predictions" / "unseen.conll"))
+  expected = []
+  for s in tagged.sentences[:80]:
+    # Written in IOB2 (an untagged file has no scheme of its own).
+    iob2 = s.tags   # the reader's IOB2 reading of the predictions
+    expected += [f"{w} {t}" for w, t in zip(s.words, iob2)] + [""]
+  assert lines == expected + [""]
+  with open(tmp / "words" / "words.jsonl", encoding="utf-8") as f:
+    rows = [json.loads(line) for line in f]
+  assert len(rows) == 80 and all("gold" not in r for r in rows)
+
+
 def test_errors_are_one_line(trained, tmp_path):
   base = [a for a in trained["args"] if not a.startswith(
       ("--train_file", "--model_dir"))]

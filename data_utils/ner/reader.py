@@ -5,7 +5,10 @@ word first and its tag last (`word POS chunk TAG` in CoNLL-2003; any
 `word … TAG` works, every word line with the column count of the file's
 first one); a blank line ends a sentence; a `-DOCSTART-` line starts a
 document (it is not a sentence). JSONL: one sentence per line,
-`{"tokens": [...], "tags": [...]}`; each file is one document.
+`{"tokens": [...], "tags": [...]}`; each file is one document. Where
+untagged files are allowed (`read_ner(..., untagged=True)`, for
+prediction), a CoNLL file may have the word column alone and a JSONL file
+rows without "tags": such a file's sentences have no tags at all.
 
 Tags are checked against the file's scheme (given, or found by
 `schemes.detect_scheme`), then stored in IOB2 (`schemes.INTERNAL`);
@@ -72,6 +75,11 @@ class NerData:
   def n_words(self) -> int:
     return sum(len(s.words) for s in self.sentences)
 
+  @property
+  def tagged(self) -> bool:
+    """Whether the file has tags (gold to score against)."""
+    return any(s.tags for s in self.sentences)
+
   def labels(self) -> List[str]:
     """The IOB2 tags used, `O` first, then by type and prefix (B before I)."""
     used = {t for s in self.sentences for t in s.tags}
@@ -92,7 +100,7 @@ def _lines(path: str) -> Iterator[str]:
     raise NerDataError(utf8_error(path)) from None
 
 
-def _conll_sentences(path: str):
+def _conll_sentences(path: str, untagged: bool):
   """`(sentences, line of each document's start)`."""
   sentences: List[Sentence] = []
   words: List[str] = []
@@ -120,7 +128,7 @@ def _conll_sentences(path: str):
       starts.append(1)   # words before any -DOCSTART-: a first document
     if not columns:
       columns = len(fields)
-      if columns < 2:
+      if columns < 2 and not untagged:
         raise NerDataError(f"{path}:{line_no}: one column ({fields[0]!r}); "
                            "a word line is `word … TAG`")
     elif len(fields) != columns:
@@ -129,12 +137,13 @@ def _conll_sentences(path: str):
     if not words:
       start = line_no
     words.append(fields[0])
-    tags.append(fields[-1])
+    if columns > 1:
+      tags.append(fields[-1])
   close()
   return sentences, starts or [1]
 
 
-def _jsonl_sentences(path: str) -> List[Sentence]:
+def _jsonl_sentences(path: str, untagged: bool) -> List[Sentence]:
   sentences: List[Sentence] = []
   for line_no, line in enumerate(_lines(path), start=1):
     if not line.strip():
@@ -145,14 +154,18 @@ def _jsonl_sentences(path: str) -> List[Sentence]:
     except json.JSONDecodeError as e:
       raise NerDataError(f"{where}: not valid JSON ({e.msg} at column "
                          f"{e.colno})") from None
-    if not isinstance(row, dict) or "tokens" not in row or "tags" not in row:
+    if not isinstance(row, dict) or "tokens" not in row or (
+        "tags" not in row and not untagged):
       raise NerDataError(f'{where}: not an object with "tokens" and "tags"')
-    words, tags = row["tokens"], row["tags"]
+    words, tags = row["tokens"], row.get("tags", [])
     for name, value in (("tokens", words), ("tags", tags)):
       if not isinstance(value, list) or \
           not all(isinstance(v, str) for v in value):
         raise NerDataError(f'{where}: "{name}" is not a list of strings')
-    if len(words) != len(tags):
+    if sentences and bool(sentences[-1].tags) != ("tags" in row):
+      raise NerDataError(f'{where}: "tags" in some rows only (line '
+                         f'{sentences[-1].line} differs)')
+    if "tags" in row and len(words) != len(tags):
       raise NerDataError(f"{where}: {len(words)} tokens but {len(tags)} tags")
     for i, word in enumerate(words):
       if not word or word != "".join(word.split()):
@@ -185,10 +198,13 @@ def _documents(sentences: List[Sentence], starts: List[int]) -> List[Document]:
   return docs
 
 
-def read_ner(path: str, scheme: Optional[str] = None) -> NerData:
+def read_ner(path: str, scheme: Optional[str] = None,
+             untagged: bool = False) -> NerData:
   """The sentences of a CoNLL-layout file, or of a JSONL file (name ending
   in `.jsonl`), with tags in IOB2. `scheme` (IOB1, IOB2, BIOES) is the
-  file's; None finds it from the tags.
+  file's; None finds it from the tags (an untagged file's is `scheme` or
+  IOB2: predictions are written in it). `untagged` accepts a file without
+  tags (see the module docstring).
 
   Example (a CoNLL-2003 file):
     data = read_ner("eng.train")
@@ -201,13 +217,15 @@ def read_ner(path: str, scheme: Optional[str] = None) -> NerData:
   jsonl = path.endswith(".jsonl")
   try:
     if jsonl:
-      sentences, starts = _jsonl_sentences(path), [1]
+      sentences, starts = _jsonl_sentences(path, untagged), [1]
     else:
-      sentences, starts = _conll_sentences(path)
+      sentences, starts = _conll_sentences(path, untagged)
   except OSError as e:
     raise NerDataError(f"{path}: cannot read ({e.strerror or e})") from None
   _check_tags(path, sentences, None, jsonl)
-  found = scheme or schemes.detect_scheme([s.tags for s in sentences])
+  tagged = any(s.tags for s in sentences)
+  found = scheme or (schemes.detect_scheme([s.tags for s in sentences])
+                     if tagged else schemes.INTERNAL)
   _check_tags(path, sentences, found, jsonl)
   for sentence in sentences:
     sentence.source_tags = sentence.tags

@@ -95,9 +95,15 @@ class NerWorkflow(FinetuneWorkflow):
 
   def read(self, split: str) -> NerData:
     if split not in self._data:
-      data = read_ner(self.split_file(split), self.opts.tag_scheme)
+      # Only a file to predict may come without tags.
+      data = read_ner(self.split_file(split), self.opts.tag_scheme,
+                      untagged=split == self.predict_split)
       if not data.sentences:
         raise UserError(f"{data.path}: no sentence")
+      if not data.tagged and split in (self.opts.train_split,
+                                       self.opts.eval_split):
+        raise UserError(f"{data.path}: no tags; the {split} split needs "
+                        "them")
       self._data[split] = data
     return self._data[split]
 
@@ -210,7 +216,7 @@ class NerWorkflow(FinetuneWorkflow):
     return [data.restore([self.labels[i] for i in row]) for row in ids]
 
   def check_evaluable(self, info: dict) -> None:
-    del info  # every sentence of a file the reader accepts has gold tags
+    del info  # `read` refuses an evaluation file without tags
 
   def score(self, data: NerData, predicted: List[List[str]]) -> dict:
     """conlleval's scores of `predicted` against the gold as written."""
@@ -257,12 +263,15 @@ class NerWorkflow(FinetuneWorkflow):
     path = os.path.join(directory, f"{name}.conll")
     docstart = not data.path.endswith(".jsonl")
     write_text(path, "\n".join(ner_predictions.conll_lines(
-        data, predicted, with_docstart=docstart)) + "\n")
+        data, predicted, with_docstart=docstart,
+        with_gold=data.tagged)) + "\n")
     write_text(os.path.join(directory, f"{name}.jsonl"), "\n".join(
-        ner_predictions.jsonl_rows(data, predicted)) + "\n")
-    result = dict(self.score(data, predicted), checkpoint=checkpoint,
-                  step=checkpoint_number(checkpoint), file=data.path)
-    write_json(os.path.join(directory, f"{name}.results.json"), result)
+        ner_predictions.jsonl_rows(data, predicted,
+                                   with_gold=data.tagged)) + "\n")
+    if data.tagged:
+      result = dict(self.score(data, predicted), checkpoint=checkpoint,
+                    step=checkpoint_number(checkpoint), file=data.path)
+      write_json(os.path.join(directory, f"{name}.results.json"), result)
     logging.info("wrote predictions for %d words to %s", data.n_words, path)
     return path
 
