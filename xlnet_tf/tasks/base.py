@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
+import tensorflow as tf
 import tf_keras as keras
 
 from xlnet_tf.building import build_once
@@ -114,3 +115,12 @@ class XLNetTask(TrainTask):
 
   def loss_scaling(self) -> bool:
     return bool(self.options.use_float16)
+
+
+def feature_specs(shape) -> list:
+  """The input specs of a features signature: `input_ids`, `segment_ids`
+  int32 and `input_mask` float32 (1 = padding), all of `shape` (e.g.
+  `[None, L]`)."""
+  return [tf.TensorSpec(shape, tf.int32, "input_ids"),
+          tf.TensorSpec(shape, tf.int32, "segment_ids"),
+          tf.TensorSpec(shape, tf.float32, "input_mask")]

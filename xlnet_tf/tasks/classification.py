@@ -32,7 +32,7 @@ from data_utils.tokenization import (CLS_ID, SEG_ID_A, SEG_ID_B, SEG_ID_CLS,
 from xlnet_tf.config import RunOptions, XLNetConfig
 from xlnet_tf.encoder import XLNetModel
 from xlnet_tf.export_dir import check_export_dir, save_atomically
-from xlnet_tf.tasks.base import XLNetTask
+from xlnet_tf.tasks.base import XLNetTask, feature_specs
 from xlnet_tf.tasks.pooling import PooledTaskModel
 
 
@@ -228,10 +228,9 @@ class ClassifierServer(tf.Module):
 
   def signatures(self) -> dict:
     length = self.max_seq_length
-    sigs = {"serving_default": tf.function(self.serve_features).get_concrete_function(
-        tf.TensorSpec([None, length], tf.int32, "input_ids"),
-        tf.TensorSpec([None, length], tf.int32, "segment_ids"),
-        tf.TensorSpec([None, length], tf.float32, "input_mask"))}
+    sigs = {"serving_default": tf.function(
+        self.serve_features).get_concrete_function(
+            *feature_specs([None, length]))}
     if self.tokenizer is not None:
       sigs["serve_text"] = tf.function(self.serve_text).get_concrete_function(
           tf.TensorSpec([None], tf.string, "text"))

@@ -21,7 +21,7 @@ import tf_keras as keras
 from xlnet_tf.config import RunOptions, XLNetConfig
 from xlnet_tf.encoder import XLNetModel
 from xlnet_tf.export_dir import check_export_dir, save_atomically
-from xlnet_tf.tasks.base import XLNetTask
+from xlnet_tf.tasks.base import XLNetTask, feature_specs
 from xlnet_tf.tasks.classification import classification_loss
 from xlnet_tf.tasks.pooling import PooledTaskModel
 
@@ -101,9 +101,7 @@ class MultipleChoiceServer(tf.Module):
     shape = [None, self.n_choice, self.max_seq_length]
     return {"serving_default": tf.function(
         self.serve_features).get_concrete_function(
-            tf.TensorSpec(shape, tf.int32, "input_ids"),
-            tf.TensorSpec(shape, tf.int32, "segment_ids"),
-            tf.TensorSpec(shape, tf.float32, "input_mask"))}
+            *feature_specs(shape))}
 
 
 def export_multiple_choice(model, export_dir: str, n_choice: int,

@@ -24,7 +24,7 @@ from xlnet_tf.export_dir import check_export_dir, save_atomically
 from xlnet_tf.initializers import fresh
 from xlnet_tf.layers.layer_norm import LayerNorm
 from xlnet_tf.masks import MASK_PENALTY
-from xlnet_tf.tasks.base import TaskModel, XLNetTask
+from xlnet_tf.tasks.base import TaskModel, XLNetTask, feature_specs
 
 
 def _masked(logits, p_mask):
@@ -240,9 +240,7 @@ class SquadServer(tf.Module):
     shape = [None, self.max_seq_length]
     return {"serving_default": tf.function(
         self.serve_features).get_concrete_function(
-            tf.TensorSpec(shape, tf.int32, "input_ids"),
-            tf.TensorSpec(shape, tf.int32, "segment_ids"),
-            tf.TensorSpec(shape, tf.float32, "input_mask"),
+            *feature_specs(shape),
             tf.TensorSpec(shape, tf.float32, "p_mask"),
             tf.TensorSpec([None], tf.int32, "cls_index"))}
 
