@@ -16,8 +16,8 @@ from data_utils.classification import features as cf
 from data_utils.classification import reader as cd
 from data_utils.classification.records import build_features
 from data_utils.tokenization import SentencePieceTokenizer
-from xlnet_tf.tasks.classification import (classifier_features,
-                                           export_classifier)
+from xlnet_tf.tasks.classification_serving import (classifier_features,
+                                                   export_classifier)
 from xlnet_tf.training.optimizer import layer_lr_factor, make_optimizer
 from xlnet_tf.tasks import ClassifierTask
 from xlnet_tf.training import TrainOptions

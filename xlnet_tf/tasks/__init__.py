@@ -5,6 +5,7 @@ signature. The data side of a task lives in `data_utils/`.
   base            TaskModel, XLNetTask (the loop's hooks for every task)
   pooling         SequenceSummary, LogitHead (classification, multiple choice)
   classification  XLNetClassifier, XLNetRegressor, ClassifierTask
+  classification_serving  export_classifier (features and raw-text signatures)
   multiple_choice XLNetForMultipleChoice, MultipleChoiceTask (RACE)
   squad           SquadHead, XLNetForQuestionAnswering, SquadTask
   pretraining     LMHead, XLNetPretrainer, PretrainTask
@@ -18,7 +19,8 @@ from xlnet_tf.tasks.base import TaskModel, XLNetTask
 from xlnet_tf.tasks.classification import (ClassifierTask, XLNetClassifier,
                                            XLNetRegressor,
                                            classification_loss,
-                                           export_classifier, regression_loss)
+                                           regression_loss)
+from xlnet_tf.tasks.classification_serving import export_classifier
 from xlnet_tf.tasks.multiple_choice import (MultipleChoiceTask,
                                             XLNetForMultipleChoice,
                                             export_multiple_choice)

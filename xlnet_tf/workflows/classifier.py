@@ -13,7 +13,8 @@ from data_utils.classification import reader as cd
 from data_utils.classification.features import example_features
 from data_utils.errors import UsageError, UserError
 from xlnet_tf import metrics
-from xlnet_tf.tasks.classification import ClassifierTask, export_classifier
+from xlnet_tf.tasks.classification import ClassifierTask
+from xlnet_tf.tasks.classification_serving import export_classifier
 from xlnet_tf.workflows.finetune import FinetuneOptions
 from xlnet_tf.workflows.records import RecordsWorkflow
 
