@@ -13,7 +13,13 @@ Flags follow the original `run_classifier.py`; `--init_checkpoint` takes an
 original TF1 checkpoint or one written by this project. After training, a
 SavedModel with feature and raw-text signatures goes to `--export_dir`
 (default `model_dir/saved_model`).
+
+Long documents (IMDB, Yelp, ...): `--max_segments=4 --max_seq_length=128
+--mem_len=128` reads up to 4 x 128 tokens per text as consecutive segments
+with Transformer-XL memory instead of truncating to one window.
 """
+
+import dataclasses
 
 from absl import app, flags
 
@@ -27,6 +33,19 @@ flags.DEFINE_float("predict_threshold", 0.0,
                    "Binary tasks: class 1 when p(1) > threshold (0 = argmax).")
 flags.DEFINE_string("cls_scope", None, "Classifier scope (default task name).")
 flags.DEFINE_bool("is_regression", False, "Regression task.")
+# Long documents: segments read in order with memory.
+flags.DEFINE_integer("max_segments", 1,
+                     "Segments of max_seq_length tokens per text (1 = one "
+                     "window, as the original).")
+flags.DEFINE_integer("mem_len", 0,
+                     "Tokens of memory carried from segment to segment "
+                     "(required > 0 with max_segments > 1).")
+flags.DEFINE_integer("bptt_segments", 1,
+                     "Back-propagate through the last this many segments "
+                     "(1 = the memory is a stop-gradient).")
+flags.DEFINE_bool("keep_end", False,
+                  "Texts longer than max_segments segments keep their end "
+                  "(default: their beginning).")
 # Your own data (task_name=generic).
 flags.DEFINE_integer("text_a_column", 0, "generic: text column.")
 flags.DEFINE_integer("text_b_column", None, "generic: second text column.")
@@ -39,14 +58,20 @@ flags.mark_flags_as_required(["task_name"] + cli.REQUIRED)
 
 def _options():
   f = FLAGS
+  # Before RunOptions sees mem_len: the error names the flags.
+  classifier.check_segment_options(f.max_segments, f.mem_len,
+                                   f.bptt_segments, f.keep_end)
   generic = GenericSpec(
       text_a=f.text_a_column, text_b=f.text_b_column, label=f.label_column,
       labels=f.label_list, header=f.has_header,
       delimiter="\t" if f.delimiter == "tab" else ",")
-  return cli.finetune_options(
+  opts = cli.finetune_options(
       f, classifier.ClassifierOptions, is_regression=f.is_regression,
       cls_scope=f.cls_scope, predict_threshold=f.predict_threshold,
-      generic=generic)
+      generic=generic, max_segments=f.max_segments, keep_end=f.keep_end,
+      bptt_segments=f.bptt_segments)
+  return dataclasses.replace(
+      opts, run=dataclasses.replace(opts.run, mem_len=f.mem_len))
 
 
 def main(argv):

@@ -6,6 +6,8 @@ Inputs (batch-major, B batch, L length, M memory, P predictions, D d_model):
   segment_ids    [B, L] int32 or None (no segment term then)
   input_mask     [B, L] float, 1 = padding
   mems           list of n_layer `[B, M, D]` or None
+  mems_mask      [B, M] float, 1 = a memory position nobody may attend to
+                 (padding, or no memory yet); None = all memory visible
   perm_mask      [B, L, L] float, [b, i, j] = 1: query i may not attend key j
   target_mapping [B, P, L] float one-hot rows (two-stream with P predictions)
   input_q        [B, L] float, 1 = prediction target; its presence switches
@@ -18,7 +20,8 @@ Outputs (a dict):
                    target_mapping) when two-stream
   new_mems         list of n_layer `[B, mem_len, D]`, or None when mem_len is
                    0: each layer's INPUT, first `reuse_len` positions
-                   appended to the old memory, gradient stopped.
+                   appended to the old memory, gradient stopped (unless
+                   `memory_gradient`). Its mask is `masks.memory_mask`.
 """
 
 from __future__ import annotations
@@ -38,10 +41,12 @@ from xlnet_tf.seeds import sub_seed
 
 
 def cache_memory(layer_input: tf.Tensor, prev_mem: Optional[tf.Tensor],
-                 mem_len: int, reuse_len: int = 0) -> Optional[tf.Tensor]:
+                 mem_len: int, reuse_len: int = 0,
+                 stop_gradient: bool = True) -> Optional[tf.Tensor]:
   """New memory `[B, mem_len, D]` from a layer's input `[B, L, D]`: the first
   `reuse_len` positions (0 = all) after the old memory, the last `mem_len`
-  kept, gradient stopped; None when `mem_len` is 0.
+  kept, gradient stopped (`stop_gradient`, Transformer-XL's truncated
+  back-propagation); None when `mem_len` is 0.
 
   Example:
     >>> x = tf.reshape(tf.range(4.0), [1, 4, 1])
@@ -58,14 +63,17 @@ def cache_memory(layer_input: tf.Tensor, prev_mem: Optional[tf.Tensor],
   if prev_mem is not None:
     layer_input = tf.concat([tf.cast(prev_mem, layer_input.dtype), layer_input],
                             axis=1)
-  return tf.stop_gradient(layer_input[:, -mem_len:])
+  memory = layer_input[:, -mem_len:]
+  return tf.stop_gradient(memory) if stop_gradient else memory
 
 
-def _recomputed(run_block, h, g, seed):
-  """`run_block(h, g, seed)` keeping only its inputs for the backward pass,
-  which runs the layer again (`RunOptions.recompute`): activation memory per
-  layer drops to its input, for one more forward pass of compute."""
-  args = [t for t in (h, g, seed) if t is not None]
+def _recomputed(run_block, h, g, seed, mems=None):
+  """`run_block(h, g, seed, mems)` keeping only its inputs for the backward
+  pass, which runs the layer again (`RunOptions.recompute`): activation
+  memory per layer drops to its input, for one more forward pass of compute.
+  The memory is an input too: a gradient flowing into it (`memory_gradient`
+  upstream) would be dropped if the function only captured it."""
+  args = [t for t in (h, g, seed, mems) if t is not None]
 
   @tf.recompute_grad
   def forward(*tensors):
@@ -73,7 +81,8 @@ def _recomputed(run_block, h, g, seed):
     h_in = next(it)
     g_in = next(it) if g is not None else None
     seed_in = next(it) if seed is not None else None
-    h_out, g_out = run_block(h_in, g_in, seed_in)
+    mems_in = next(it) if mems is not None else None
+    h_out, g_out = run_block(h_in, g_in, seed_in, mems_in)
     return (h_out,) if g_out is None else (h_out, g_out)
 
   outputs = forward(*args)
@@ -218,11 +227,15 @@ class XLNetModel(keras.layers.Layer):
             self.seg_embed[i] if with_segments else None)
 
   def call(self, input_ids, segment_ids=None, input_mask=None, mems=None,
-           perm_mask=None, target_mapping=None, input_q=None, output_rows=None,
-           training=False):
+           mems_mask=None, perm_mask=None, target_mapping=None, input_q=None,
+           output_rows=None, training=False, memory_gradient=False):
     """`output_rows`: `[B, P]` int positions; the last layer's content stream
     is computed only there and `sequence_output` is `[B, P, D]` (what a
-    model that reads a few positions needs); None for all L."""
+    model that reads a few positions needs); None for all L.
+    `mems_mask`: `[B, M]` float, 1 = memory nobody may attend to (needs
+    `mems`). `memory_gradient`: True leaves `new_mems` differentiable, so a
+    later segment's loss reaches this one (back-propagation through
+    segments); False stops it."""
     opts = self.options
     dtype = self.compute_dtype
     input_ids = tf.convert_to_tensor(input_ids)
@@ -231,11 +244,14 @@ class XLNetModel(keras.layers.Layer):
     if mems is not None and len(mems) != self.config.n_layer:
       raise ValueError(f"mems: expected {self.config.n_layer} tensors (one per "
                        f"layer), got {len(mems)}")
+    if mems_mask is not None and mems is None:
+      raise ValueError("mems_mask: given without mems")
     mlen = tf.shape(mems[0])[1] if mems is not None else 0
     klen = mlen + qlen
 
     content_mask, query_mask = attention_masks(
-        qlen, mlen, opts.attn_type, opts.same_length, input_mask, perm_mask)
+        qlen, mlen, opts.attn_type, opts.same_length, input_mask, perm_mask,
+        mems_mask)
 
     word_emb_k = tf.cast(tf.gather(self.word_embedding, input_ids), dtype)
     h = self.dropout(word_emb_k, training=training)
@@ -267,12 +283,11 @@ class XLNetModel(keras.layers.Layer):
     for i, block in enumerate(self.blocks):
       layer_mems = None if mems is None else mems[i]
       new_mems.append(cache_memory(h, layer_mems, opts.mem_len,
-                                   opts.reuse_len))
+                                   opts.reuse_len, not memory_gradient))
 
       rows = output_rows if i == len(self.blocks) - 1 else None
 
-      def run_block(h, g, seed, i=i, block=block, layer_mems=layer_mems,
-                    rows=rows):
+      def run_block(h, g, seed, layer_mems, i=i, block=block, rows=rows):
         # The biases are sliced from their variables in here, so a
         # recomputed layer still sends their gradients back.
         return block(h, pos_enc, self._layer_biases(i, segment_ids is not None),
@@ -282,9 +297,9 @@ class XLNetModel(keras.layers.Layer):
                      training=training, seed=seed)
       seed = None if seeds is None else seeds[i]
       if opts.recompute and training:
-        h, g = _recomputed(run_block, h, g, seed)
+        h, g = _recomputed(run_block, h, g, seed, layer_mems)
       else:
-        h, g = run_block(h, g, seed)
+        h, g = run_block(h, g, seed, layer_mems)
 
     output = self.dropout(h if g is None else g, training=training)
     return {"sequence_output": output,

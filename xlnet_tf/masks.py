@@ -3,7 +3,9 @@ as pure functions.
 
 Convention (the original's): a mask is float32 and 1.0 means the query may NOT
 attend to the key. Key axes are `K = M + L`: the M memory positions come first
-and are visible to every query.
+and are visible to every query unless `mems_mask [B, M]` (1 = nobody may
+attend) hides some, as the segment recurrence does for memory that holds
+padding or nothing yet.
 """
 
 from __future__ import annotations
@@ -44,7 +46,8 @@ def causal_mask(qlen, mlen, same_length: bool = False) -> tf.Tensor:
 def attention_masks(qlen, mlen, attn_type: str = "bi",
                     same_length: bool = False,
                     input_mask: Optional[tf.Tensor] = None,
-                    perm_mask: Optional[tf.Tensor] = None
+                    perm_mask: Optional[tf.Tensor] = None,
+                    mems_mask: Optional[tf.Tensor] = None
                     ) -> Tuple[Optional[tf.Tensor], Optional[tf.Tensor]]:
   """Masks for the content stream and the query stream.
 
@@ -53,6 +56,8 @@ def attention_masks(qlen, mlen, attn_type: str = "bi",
     input_mask: `[B, L]` float, 1 = padding (a key nobody may attend to).
     perm_mask: `[B, L, L]` float, `perm_mask[b, i, j] = 1`: query i may not
       attend key j (the factorization order).
+    mems_mask: `[B, M]` float, 1 = a memory position nobody may attend to
+      (padding or empty memory); None = all memory visible.
 
   Returns:
     `(content_mask, query_mask)`, float32, each broadcastable to
@@ -71,6 +76,9 @@ def attention_masks(qlen, mlen, attn_type: str = "bi",
     >>> h, g = attention_masks(2, 0, perm_mask=tf.ones([1, 2, 2]))
     >>> g.numpy().astype(int).tolist(), h.numpy().astype(int).tolist()
     ([[[1, 1], [1, 1]]], [[[0, 1], [1, 0]]])
+    >>> h, g = attention_masks(1, 2, mems_mask=tf.constant([[1.0, 0.0]]))
+    >>> h.numpy().astype(int).tolist()
+    [[[1, 0, 0]]]
   """
   mask = None
   if attn_type == "uni":
@@ -84,10 +92,16 @@ def attention_masks(qlen, mlen, attn_type: str = "bi",
   if perm_mask is not None:
     perm_mask = tf.cast(perm_mask, tf.float32)
     data_mask = perm_mask if data_mask is None else data_mask + perm_mask
+  if mems_mask is not None and data_mask is None:
+    data_mask = tf.zeros([tf.shape(mems_mask)[0], 1, qlen], tf.float32)
   if data_mask is not None:
     shape = tf.shape(data_mask)
-    memory_visible = tf.zeros([shape[0], shape[1], mlen], tf.float32)
-    data_mask = tf.concat([memory_visible, data_mask], axis=2)
+    if mems_mask is None:
+      memory = tf.zeros([shape[0], shape[1], mlen], tf.float32)
+    else:
+      memory = tf.broadcast_to(tf.cast(mems_mask, tf.float32)[:, None, :],
+                               [shape[0], shape[1], mlen])
+    data_mask = tf.concat([memory, data_mask], axis=2)
     mask = data_mask if mask is None else mask + data_mask
 
   if mask is None:
@@ -97,6 +111,34 @@ def attention_masks(qlen, mlen, attn_type: str = "bi",
                            tf.eye(qlen, dtype=tf.float32)], axis=1)
   content_mask = tf.cast(query_mask - sees_itself[None] > 0, tf.float32)
   return content_mask, query_mask
+
+
+def memory_mask(mems_mask: Optional[tf.Tensor], input_mask: tf.Tensor,
+                mem_len: int) -> tf.Tensor:
+  """The mask `[B, mem_len]` of the memory a segment leaves (`new_mems` of a
+  call with `reuse_len` 0): the last `mem_len` positions of
+  `concat(mems_mask, input_mask)`, 1 where they were padding or hidden
+  memory, and 1 where there was nothing (a first segment shorter than
+  `mem_len`, `mems_mask` None meaning no memory before it).
+
+  `mems_mask [B, M]` float or None, `input_mask [B, L]` float (1 = padding).
+
+  Example:
+    >>> memory_mask(tf.constant([[1., 0.]]), tf.constant([[1., 0., 0.]]),
+    ...             4).numpy().tolist()
+    [[0.0, 1.0, 0.0, 0.0]]
+    >>> memory_mask(None, tf.constant([[0., 0.]]), 3).numpy().tolist()
+    [[1.0, 0.0, 0.0]]
+  """
+  input_mask = tf.cast(input_mask, tf.float32)
+  if mem_len <= 0:  # `[:, -0:]` would keep everything
+    return tf.zeros([tf.shape(input_mask)[0], 0], tf.float32)
+  # Ones in front cover memory that never existed: never attended.
+  parts = [tf.ones([tf.shape(input_mask)[0], mem_len], tf.float32)]
+  if mems_mask is not None:
+    parts.append(tf.cast(mems_mask, tf.float32))
+  parts.append(input_mask)
+  return tf.concat(parts, axis=1)[:, -mem_len:]
 
 
 def segment_matrix(segment_ids: tf.Tensor, mlen) -> tf.Tensor:

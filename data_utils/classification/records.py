@@ -30,14 +30,17 @@ def build_features(examples: Sequence, featurize: Callable[[object], dict],
                    record_length: int, regression: bool, output_dir: str,
                    settings: dict, pad_to_multiple: int = 1,
                    num_passes: int = 1, overwrite: bool = False,
-                   seed: int = 0, input_files: Optional[dict] = None) -> dict:
+                   seed: int = 0, input_files: Optional[dict] = None,
+                   stat_keys: Sequence[str] = ()) -> dict:
   """Writes (or reuses) the feature file of `featurize(example)` dicts
   (`input_ids`, `segment_ids`, `input_mask` of `record_length`, `label`);
   returns its info dict (`path`, `num_examples` real, `num_records`).
   `settings` must name the `task`, the `split` and everything else that
   shapes the features; `input_files` (name -> path, e.g. `{"spiece":
   model_path}`) the files featurize reads: they and the examples key the
-  cache by content."""
+  cache by content. `stat_keys`: 0/1 ints of the featurize dicts (not
+  written) summed over the examples, each counted once, into the info's
+  `stats` (e.g. how many documents were truncated)."""
   settings = dict(settings, format=FORMAT, record_length=record_length,
                   regression=regression, pad_to_multiple=pad_to_multiple,
                   num_passes=num_passes, seed=seed)
@@ -47,7 +50,11 @@ def build_features(examples: Sequence, featurize: Callable[[object], dict],
                       record_length, settings)
   info_path = path + ".json"
   info = None if overwrite else reusable_info(path, settings, inputs)
-  if info is not None:
+  # A cache built before its stats were asked for is built again (same
+  # name, same bytes) so that they are known.
+  known = info.get("stats") if info is not None else None
+  if info is not None and set(stat_keys) <= set(
+      known if isinstance(known, dict) else {}):
     return info
 
   order = list(range(len(examples))) * num_passes
@@ -57,6 +64,7 @@ def build_features(examples: Sequence, featurize: Callable[[object], dict],
   pad = (-n_real) % pad_to_multiple
   progress = Progress(f"{settings['task']} {settings['split']} features",
                       total=n_real, unit="examples")
+  stats = dict.fromkeys(stat_keys, 0)
 
   def records():
     cache = {}
@@ -69,6 +77,8 @@ def build_features(examples: Sequence, featurize: Callable[[object], dict],
       else:
         if k not in cache:
           cache[k] = featurize(examples[k])
+          for key in stat_keys:
+            stats[key] += int(cache[k][key])
           progress.update()
         feats = dict(cache[k], real=1)
         if num_passes == 1:
@@ -79,6 +89,8 @@ def build_features(examples: Sequence, featurize: Callable[[object], dict],
   progress.finish()
   info = {"settings": settings, "inputs": inputs, "num_examples": n_real,
           "num_records": n_real + pad}
+  if stat_keys:
+    info["stats"] = stats
   write_json(info_path, info)
   return dict(info, path=path)
 

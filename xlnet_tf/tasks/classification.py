@@ -3,7 +3,9 @@
 SavedModel signatures.
 
 Features: `input_ids`, `segment_ids` `[B, L]` int32, `input_mask` `[B, L]`
-float (1 = padding); labels `[B]` (int class or float score).
+float (1 = padding); labels `[B]` (int class or float score). With
+`segment_length=S` the models read `L = n * S` as n segments with memory
+(`PooledTaskModel`).
 
 Serving (SavedModel signatures): `tasks/classification_serving.py`.
 """
@@ -26,6 +28,7 @@ class XLNetClassifier(PooledTaskModel):
   """encoder -> SequenceSummary -> `model/classification_<task>/logit`.
 
   Returns `{"logits": [B, n_class], "probabilities": [B, n_class]}`.
+  `segment_length`, `bptt_segments` (keywords): see `PooledTaskModel`.
   """
 
   def __init__(self, network: XLNetModel, n_class: int = 2,
@@ -37,7 +40,10 @@ class XLNetClassifier(PooledTaskModel):
         n_class, f"model/classification_{task_name.lower()}/logit", False)
 
   def call(self, features, training=False):
-    logits = self.logit(self.pool(features, training))
+    return self.head_outputs(self.pool(features, training))
+
+  def head_outputs(self, summary) -> dict:
+    logits = self.logit(summary)
     return {"logits": logits, "probabilities": tf.nn.softmax(logits)}
 
   def head_config(self) -> dict:
@@ -49,7 +55,8 @@ class XLNetClassifier(PooledTaskModel):
 class XLNetRegressor(PooledTaskModel):
   """encoder -> SequenceSummary -> `model/regression_<task>/logit` (1 unit).
 
-  Returns `{"score": [B]}`.
+  Returns `{"score": [B]}`. `segment_length`, `bptt_segments` (keywords):
+  see `PooledTaskModel`.
   """
 
   def __init__(self, network: XLNetModel, task_name: str = "task", **kwargs):
@@ -59,7 +66,10 @@ class XLNetRegressor(PooledTaskModel):
         1, f"model/regression_{task_name.lower()}/logit", True)
 
   def call(self, features, training=False):
-    return {"score": self.logit(self.pool(features, training))}
+    return self.head_outputs(self.pool(features, training))
+
+  def head_outputs(self, summary) -> dict:
+    return {"score": self.logit(summary)}
 
   def head_config(self) -> dict:
     return dict(super().head_config(), task_name=self.task_name)
@@ -79,14 +89,17 @@ def regression_loss(score, labels):
 class ClassifierTask(XLNetTask):
   """Classification (softmax cross-entropy) or, with `regression`,
   regression (squared error) on `{input_ids, segment_ids, input_mask,
-  label}` batches."""
+  label}` batches. `seq_len` is the record length (n * S with
+  `segment_length` S)."""
 
   def __init__(self, config: XLNetConfig, options: Optional[RunOptions],
                n_class: int, task_name: str, regression: bool = False,
                summary_type: str = "last", use_summ_proj: bool = True,
-               seq_len: int = 0):
+               seq_len: int = 0, segment_length: Optional[int] = None,
+               bptt_segments: int = 1):
     head = dict(task_name=task_name, summary_type=summary_type,
-                use_summ_proj=use_summ_proj)
+                use_summ_proj=use_summ_proj, segment_length=segment_length,
+                bptt_segments=bptt_segments)
     if not regression:
       head["n_class"] = n_class
     super().__init__(config, options, seq_len, **head)

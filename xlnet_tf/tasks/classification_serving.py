@@ -1,7 +1,7 @@
 """SavedModel export of a classifier or regressor: the features signature
 and the raw-text signatures with the in-graph tokenizer.
 
-Signatures of an export:
+Signatures of an export (L the record length):
   serving_default  input_ids, segment_ids int32 [B, L], input_mask float32
                    [B, L] (1 = padding) -> logits [B, C], probabilities
                    [B, C], class_id int32 [B], label string [B]
@@ -14,6 +14,22 @@ The raw-text signatures build features exactly as
 (`data_utils.graph_tokenizer`). Its TF Text ops must be registered before
 loading: `import tensorflow_text` first, and use `xlnet-saved-model-cli`
 where you would use `saved_model_cli`.
+
+A model read in segments (`model.segment_length` S, memory M =
+`options.mem_len`, L = N * S) takes [B, L] features as above, read as N
+segments with memory; with N > 1 the raw-text signatures build the
+long-document layout (`classifier_features`). Two more signatures stream a
+document of any length, one segment at a time:
+  initial_memory   batch_size int32 [] -> mems float32 [n_layer, B, M, D]
+                   (zeros), mems_mask float32 [B, M] (ones: 1 = a memory
+                   position nobody attends)
+  serve_segment    input_ids, segment_ids int32 [B, S], input_mask float32
+                   [B, S], mems, mems_mask (as initial_memory's) -> the
+                   outputs of serving_default for this segment, new_mems
+                   [n_layer, B, M, D], new_mems_mask [B, M]
+Feeding a document's segments in order, each with the previous call's
+new_mems / new_mems_mask (the first with initial_memory's), gives after the
+last segment the outputs serving_default gives on the whole document.
 """
 
 from __future__ import annotations
@@ -29,9 +45,13 @@ from xlnet_tf.export_dir import check_export_dir, save_atomically
 from xlnet_tf.tasks.base import feature_specs
 
 
-def _keep(ids: tf.RaggedTensor, n: tf.Tensor) -> tf.RaggedTensor:
-  """The first `n[b]` ids of each row."""
-  positions = tf.ragged.range(ids.row_lengths(), dtype=n.dtype)
+def _keep(ids: tf.RaggedTensor, n: tf.Tensor,
+          from_end: bool = False) -> tf.RaggedTensor:
+  """The first (`from_end`: the last) `n[b]` ids of each row."""
+  lengths = tf.cast(ids.row_lengths(), n.dtype)
+  positions = tf.ragged.range(lengths, dtype=n.dtype)
+  if from_end:
+    return tf.ragged.boolean_mask(ids, positions >= (lengths - n)[:, None])
   return tf.ragged.boolean_mask(ids, positions < n[:, None])
 
 
@@ -59,10 +79,52 @@ def _left_pad(rows: tf.RaggedTensor, length: int, value) -> tf.Tensor:
   return tf.where(j >= shift, gathered, tf.cast(value, dense.dtype))
 
 
+def segmented_lengths(len_a, len_b, record_length: int,
+                      segment_length: int):
+  """Pieces of A and B kept in the long-document layout (int64 tensors
+  `[B]`): B its first `S - 3` at most, so that B, its `<sep>` and `<cls>`
+  lie in the last segment, and A at most `L - 3 - kept B`; with an empty B,
+  A at most `L - 2` (no B, as the original)."""
+  keep_b = tf.minimum(len_b, segment_length - 3)
+  keep_a = tf.where(len_b > 0,
+                    tf.minimum(len_a, record_length - 3 - keep_b),
+                    tf.minimum(len_a, record_length - 2))
+  return keep_a, keep_b
+
+
+def check_layout(max_seq_length: int, segment_length: Optional[int],
+                 keep_end: bool) -> bool:
+  """Whether records of `max_seq_length` hold more than one segment of
+  `segment_length` (None: one window); ValueError when the length is no
+  whole number of segments, or for `keep_end` without several segments
+  (as `convert_document`)."""
+  if segment_length and max_seq_length % segment_length:
+    raise ValueError(f"max_seq_length {max_seq_length} is not a multiple of "
+                     f"the model's segment_length {segment_length}")
+  segmented = bool(segment_length) and segment_length < max_seq_length
+  if keep_end and not segmented:
+    raise ValueError("keep_end needs more than one segment (max_seq_length "
+                     "a multiple > 1 of the model's segment_length)")
+  return segmented
+
+
 def classifier_features(ids_a: tf.RaggedTensor,
                         ids_b: Optional[tf.RaggedTensor],
-                        max_seq_length: int) -> dict:
-  """Token ids (ragged) -> model features, as `convert_example`."""
+                        max_seq_length: int,
+                        segment_length: Optional[int] = None,
+                        keep_end: bool = False) -> dict:
+  """Token ids (ragged `[B, (n)]`) -> model features `[B, max_seq_length]`
+  (input_mask 1 = padding).
+
+  Without `segment_length`, or with it equal to `max_seq_length` (one
+  segment): as `convert_example`. With N = max_seq_length / S > 1 segments
+  of `segment_length` S, the long-document layout of
+  `data_utils.classification.features`: A truncated to its first L - 2
+  pieces (its last with `keep_end`), or in a pair B to its first S - 3 and A
+  to its first (last) L - 3 - len(B), `A <sep> [B <sep>] <cls>` LEFT padded
+  to L.
+  """
+  segmented = check_layout(max_seq_length, segment_length, keep_end)
   ids_a = tf.cast(ids_a, tf.int64)
   batch = ids_a.nrows()
   len_a = ids_a.row_lengths()
@@ -72,20 +134,24 @@ def classifier_features(ids_a: tf.RaggedTensor,
         value, tf.int64)))
 
   if ids_b is None:
-    a = _keep(ids_a, tf.minimum(len_a, max_seq_length - 2))
+    a = _keep(ids_a, tf.minimum(len_a, max_seq_length - 2), keep_end)
     tokens = tf.concat([a, column(SEP_ID), column(CLS_ID)], axis=1)
     segs = tf.concat([tf.zeros_like(a) + SEG_ID_A, column(SEG_ID_A),
                       column(SEG_ID_CLS)], axis=1)
   else:
     ids_b = tf.cast(ids_b, tf.int64)
     len_b = ids_b.row_lengths()
-    keep_a, keep_b = truncation_lengths(len_a, len_b,
-                                        tf.constant(max_seq_length - 3,
-                                                    tf.int64))
-    # With an empty B the original truncates A alone, to L - 2.
-    keep_a = tf.where(len_b > 0, keep_a,
-                      tf.minimum(len_a, max_seq_length - 2))
-    a, b = _keep(ids_a, keep_a), _keep(ids_b, keep_b)
+    if segmented:
+      keep_a, keep_b = segmented_lengths(len_a, len_b, max_seq_length,
+                                         segment_length)
+    else:
+      keep_a, keep_b = truncation_lengths(len_a, len_b,
+                                          tf.constant(max_seq_length - 3,
+                                                      tf.int64))
+      # With an empty B the original truncates A alone, to L - 2.
+      keep_a = tf.where(len_b > 0, keep_a,
+                        tf.minimum(len_a, max_seq_length - 2))
+    a, b = _keep(ids_a, keep_a, keep_end), _keep(ids_b, keep_b)
     has_b = keep_b > 0  # an empty B is no B, as the original
     b_sep = tf.ragged.boolean_mask(column(SEP_ID), has_b[:, None])
     tokens = tf.concat([a, column(SEP_ID), b, b_sep, column(CLS_ID)], axis=1)
@@ -105,34 +171,60 @@ class ClassifierServer(tf.Module):
   """The exported object: the model, the tokenizer and the signatures."""
 
   def __init__(self, model, max_seq_length: int, regression: bool,
-               labels: Optional[Sequence[str]] = None, tokenizer=None):
+               labels: Optional[Sequence[str]] = None, tokenizer=None,
+               keep_end: bool = False):
     super().__init__()
     self.model = model
     self.max_seq_length = max_seq_length
     self.regression = regression
     self.labels = tf.constant([str(x) for x in (labels or [])] or [""])
     self.tokenizer = tokenizer
+    self.keep_end = keep_end
+    self.segment_length = model.segment_length
 
-  def _outputs(self, features):
-    out = self.model(features, training=False)
+  def _outputs(self, out):
     if self.regression:
       return {"score": out["score"]}
     class_id = tf.argmax(out["logits"], axis=-1, output_type=tf.int32)
     return {"logits": out["logits"], "probabilities": out["probabilities"],
             "class_id": class_id, "label": tf.gather(self.labels, class_id)}
 
+  def _classify(self, features):
+    return self._outputs(self.model(features, training=False))
+
+  def _features(self, ids_a, ids_b):
+    return classifier_features(ids_a, ids_b, self.max_seq_length,
+                               self.segment_length, self.keep_end)
+
   def serve_features(self, input_ids, segment_ids, input_mask):
-    return self._outputs({"input_ids": input_ids, "segment_ids": segment_ids,
-                          "input_mask": input_mask})
+    return self._classify({"input_ids": input_ids, "segment_ids": segment_ids,
+                           "input_mask": input_mask})
 
   def serve_text(self, text):
-    ids = self.tokenizer.tokenize(text)
-    return self._outputs(classifier_features(ids, None, self.max_seq_length))
+    return self._classify(self._features(self.tokenizer.tokenize(text), None))
 
   def serve_text_pair(self, text_a, text_b):
-    return self._outputs(classifier_features(
-        self.tokenizer.tokenize(text_a), self.tokenizer.tokenize(text_b),
-        self.max_seq_length))
+    return self._classify(self._features(self.tokenizer.tokenize(text_a),
+                                         self.tokenizer.tokenize(text_b)))
+
+  def initial_memory(self, batch_size):
+    mems, mems_mask = self.model.initial_memory(batch_size)
+    return {"mems": tf.cast(tf.stack(mems), tf.float32),
+            "mems_mask": tf.cast(mems_mask, tf.float32)}
+
+  def serve_segment(self, input_ids, segment_ids, input_mask, mems,
+                    mems_mask):
+    # The signature's memory is float32 whatever the policy; the encoder
+    # reads it in its compute dtype, as its own memory.
+    dtype = self.model.encoder.compute_dtype
+    layers = [tf.cast(m, dtype) for m in
+              tf.unstack(mems, num=self.model.config.n_layer)]
+    out, new_mems, new_mems_mask = self.model.read_segment(
+        {"input_ids": input_ids, "segment_ids": segment_ids,
+         "input_mask": input_mask}, layers, mems_mask, training=False)
+    return dict(self._outputs(out),
+                new_mems=tf.cast(tf.stack(new_mems), tf.float32),
+                new_mems_mask=tf.cast(new_mems_mask, tf.float32))
 
   def signatures(self) -> dict:
     length = self.max_seq_length
@@ -146,20 +238,35 @@ class ClassifierServer(tf.Module):
           self.serve_text_pair).get_concrete_function(
               tf.TensorSpec([None], tf.string, "text_a"),
               tf.TensorSpec([None], tf.string, "text_b"))
+    if self.segment_length:
+      config, mem_len = self.model.config, self.model.options.mem_len
+      mems = [config.n_layer, None, mem_len, config.d_model]
+      sigs["initial_memory"] = tf.function(
+          self.initial_memory).get_concrete_function(
+              tf.TensorSpec([], tf.int32, "batch_size"))
+      sigs["serve_segment"] = tf.function(
+          self.serve_segment).get_concrete_function(
+              *feature_specs([None, self.segment_length]),
+              tf.TensorSpec(mems, tf.float32, "mems"),
+              tf.TensorSpec([None, mem_len], tf.float32, "mems_mask"))
     return sigs
 
 
 def export_classifier(model, export_dir: str, max_seq_length: int,
                       regression: bool, labels=None,
                       sp_model_path: Optional[str] = None,
-                      lower: bool = False) -> str:
+                      lower: bool = False, keep_end: bool = False) -> str:
   """Exports a classifier/regressor through `export_dir.save_atomically`;
-  with `sp_model_path` the raw-text signatures too. Returns the export
-  directory."""
+  with `sp_model_path` the raw-text signatures too, and for a model read in
+  segments (`model.segment_length`) `initial_memory` and `serve_segment`.
+  `max_seq_length` is the record length L (N segments: N * S); `keep_end`
+  keeps the end of a text longer than L in the raw-text signatures (as
+  `--keep_end`). Returns the export directory."""
+  check_layout(max_seq_length, model.segment_length, keep_end)
   kind = "regressor" if regression else "classifier"
   check_export_dir(export_dir, kind)
   tokenizer = (GraphTokenizer(sp_model_path, lower=lower) if sp_model_path
                else None)
   server = ClassifierServer(model, max_seq_length, regression, labels,
-                            tokenizer)
+                            tokenizer, keep_end)
   return save_atomically(server, server.signatures(), export_dir, kind)

@@ -15,6 +15,7 @@ from xlnet_tf.config import RunOptions, XLNetConfig
 from xlnet_tf.encoder import XLNetModel
 from xlnet_tf.initializers import dtype_policy, fresh, get_initializer
 from xlnet_tf.layers import AbsoluteAttention
+from xlnet_tf.masks import memory_mask
 from xlnet_tf.tasks.base import TaskModel
 
 SUMMARY_TYPES = ("last", "first", "mean", "attn")
@@ -178,12 +179,67 @@ class LogitHead(keras.layers.Layer):
                 kernel_initializer=initializer)
 
 
+FEATURE_KEYS = ("input_ids", "segment_ids", "input_mask")
+
+
+def split_segments(features, segment_length: int) -> list:
+  """`features` (`input_ids`, optional `segment_ids` and `input_mask`, each
+  `[B, n * S]`) -> n dicts of `[B, S]` slices, in order; a missing
+  `input_mask` becomes zeros (no padding). The length must be static.
+
+  Example:
+    >>> parts = split_segments({"input_ids": tf.constant([[1, 2, 3, 4]])}, 2)
+    >>> [p["input_ids"].numpy().tolist() for p in parts]
+    [[[1, 2]], [[3, 4]]]
+  """
+  ids = tf.convert_to_tensor(features["input_ids"])
+  length = ids.shape[1]
+  if length is None:
+    raise ValueError(f"segment_length={segment_length}: the features' length "
+                     "must be known when the model is traced (n * S)")
+  if length % segment_length:
+    raise ValueError(f"segment_length={segment_length}: features of length "
+                     f"{length} are not a whole number of segments")
+  present = segment_features(features)
+  return [{k: v[:, i:i + segment_length] for k, v in present.items()}
+          for i in range(0, length, segment_length)]
+
+
+def segment_features(features) -> dict:
+  """The encoder's features of `features` as tensors (`segment_ids` only if
+  present), `input_mask` zeros (no padding) when missing."""
+  present = {k: tf.convert_to_tensor(features[k]) for k in FEATURE_KEYS
+             if features.get(k) is not None}
+  if "input_mask" not in present:
+    present["input_mask"] = tf.zeros(tf.shape(present["input_ids"]),
+                                     tf.float32)
+  return present
+
+
 class PooledTaskModel(TaskModel):
-  """encoder -> `SequenceSummary` -> the `LogitHead` a subclass makes."""
+  """encoder -> `SequenceSummary` -> the `LogitHead` a subclass makes.
+
+  With `segment_length=S` (and `RunOptions.mem_len = M > 0`), features of
+  length `n * S` are read as n segments in order, Transformer-XL style: each
+  segment attends to its own tokens and to the memory of the previous ones
+  (`XLNetModel`'s `mems`, M positions per layer, memory counting as segment
+  0), and the head reads the LAST segment's summary. The memory starts as
+  `initial_memory` (zeros, all masked); padding, in the segment and once it
+  is in memory, is masked (`mems_mask`), so leading fully padded segments
+  change nothing. The memory is a stop-gradient (truncated
+  back-propagation) except what the last `bptt_segments` segments produce:
+  with k of n, the memory of segment i (0-based) stays differentiable iff
+  `i >= n - k`. `segment_length=None` is the one-window model.
+  """
 
   def __init__(self, network: XLNetModel, summary_type: str = "last",
-               use_summ_proj: bool = True, **kwargs):
+               use_summ_proj: bool = True,
+               segment_length: Optional[int] = None, bptt_segments: int = 1,
+               **kwargs):
     super().__init__(network, **kwargs)
+    _check_segments(self.options, segment_length, bptt_segments)
+    self.segment_length = segment_length
+    self.bptt_segments = bptt_segments
     self.summary = SequenceSummary(self.config, summary_type, use_summ_proj,
                                    self.options)
 
@@ -201,13 +257,107 @@ class PooledTaskModel(TaskModel):
     self.heads = [self.summary, head]
     return head
 
+  def head_outputs(self, summary) -> dict:
+    """The model's outputs from the `[B, D]` summary (what `call` returns);
+    a subclass that serves segments implements it."""
+    raise NotImplementedError(f"{type(self).__name__} has no head_outputs")
+
   def pool(self, features, training=False):
-    """`[B, D]` summary of the encoded features."""
-    rows = self.summary.output_rows(features["input_ids"])
-    hidden = self.encode(features, training, output_rows=rows)
-    return self.summary(hidden, input_mask=features.get("input_mask"),
-                        training=training)
+    """`[B, D]` summary of the encoded features (of the last segment with
+    `segment_length`)."""
+    if self.segment_length is None:
+      rows = self.summary.output_rows(features["input_ids"])
+      hidden = self.encode(features, training, output_rows=rows)
+      return self.summary(hidden, input_mask=features.get("input_mask"),
+                          training=training)
+    segments = split_segments(features, self.segment_length)
+    n = len(segments)
+    if self.bptt_segments > n:
+      raise ValueError(f"bptt_segments={self.bptt_segments} must be in [1, "
+                       f"{n}] (the features hold {n} segments)")
+    mems, mems_mask = self.initial_memory(
+        tf.shape(segments[0]["input_ids"])[0])
+    for i, segment in enumerate(segments[:-1]):
+      # Only the memory matters here: the last layer computes one row.
+      rows = tf.fill([tf.shape(segment["input_ids"])[0], 1],
+                     self.segment_length - 1)
+      _, mems, mems_mask = self._read(segment, mems, mems_mask, training,
+                                      i >= n - self.bptt_segments, rows)
+    return self._summarize(segments[-1], mems, mems_mask, training)[0]
+
+  def initial_memory(self, batch_size):
+    """The memory before the first segment: `(mems, mems_mask)`, n_layer
+    zeros `[B, M, D]` in the compute dtype and `[B, M]` float32 ones (nothing
+    there: never attended)."""
+    mem_len, d_model = self.options.mem_len, self.config.d_model
+    zeros = tf.zeros([batch_size, mem_len, d_model], self.encoder.compute_dtype)
+    return ([zeros] * self.config.n_layer,
+            tf.ones([batch_size, mem_len], tf.float32))
+
+  def read_segment(self, features, mems, mems_mask, training=False,
+                   memory_gradient=False):
+    """One segment `[B, S]` (`input_ids`, `segment_ids`, `input_mask`) after
+    memory `(mems, mems_mask)` (n_layer `[B, M, D]`, `[B, M]` 1 = hidden) ->
+    `(outputs as call returns, new_mems, new_mems_mask)`: what a caller
+    streaming a document of any length needs. `memory_gradient` leaves
+    `new_mems` differentiable."""
+    if not self.options.mem_len:
+      raise ValueError("read_segment needs RunOptions mem_len > 0, got 0")
+    summary, new_mems, new_mask = self._summarize(
+        segment_features(features), mems, mems_mask, training,
+        memory_gradient)
+    return self.head_outputs(summary), new_mems, new_mask
+
+  def _summarize(self, segment, mems, mems_mask, training,
+                 memory_gradient=False):
+    """`(summary [B, D], new_mems, new_mems_mask)` of one segment."""
+    rows = self.summary.output_rows(segment["input_ids"])
+    hidden, new_mems, new_mask = self._read(segment, mems, mems_mask,
+                                            training, memory_gradient, rows)
+    summary = self.summary(hidden, input_mask=segment["input_mask"],
+                           training=training)
+    return summary, new_mems, new_mask
+
+  def _read(self, segment, mems, mems_mask, training, memory_gradient, rows):
+    """The encoder on one segment after the memory: `(hidden [B, P, D] at
+    rows (all S if None), new_mems, new_mems_mask)`."""
+    out = self.encoder(segment["input_ids"],
+                       segment_ids=segment.get("segment_ids"),
+                       input_mask=segment["input_mask"], mems=mems,
+                       mems_mask=mems_mask, output_rows=rows,
+                       training=training, memory_gradient=memory_gradient)
+    new_mask = memory_mask(mems_mask, segment["input_mask"],
+                           self.options.mem_len)
+    return out["sequence_output"], out["new_mems"], new_mask
 
   def head_config(self) -> dict:
-    return {"summary_type": self.summary_type,
-            "use_summ_proj": self.use_summ_proj}
+    config = {"summary_type": self.summary_type,
+              "use_summ_proj": self.use_summ_proj}
+    if self.segment_length is not None:
+      # Only then: a one-window model's config stays what it was.
+      config.update(segment_length=self.segment_length,
+                    bptt_segments=self.bptt_segments)
+    return config
+
+
+def _check_segments(options: RunOptions, segment_length, bptt_segments):
+  """ValueError (one line, naming the argument) for settings the segment
+  recurrence cannot run."""
+  if not isinstance(bptt_segments, int) or bptt_segments < 1:
+    raise ValueError(f"bptt_segments must be an integer >= 1, got "
+                     f"{bptt_segments!r}")
+  if segment_length is None:
+    if bptt_segments != 1:
+      raise ValueError(f"bptt_segments={bptt_segments} needs segment_length "
+                       "(one window is one segment)")
+    return
+  if not isinstance(segment_length, int) or segment_length < 1:
+    raise ValueError(f"segment_length must be a positive integer or None, "
+                     f"got {segment_length!r}")
+  if not options.mem_len:
+    raise ValueError(f"segment_length={segment_length} needs RunOptions "
+                     "mem_len > 0 (the memory between segments), got 0")
+  if 0 < options.reuse_len < segment_length:
+    raise ValueError(f"segment_length={segment_length} needs RunOptions "
+                     f"reuse_len 0 (whole segments in memory), got "
+                     f"{options.reuse_len}")

@@ -27,6 +27,9 @@ class RecordsWorkflow(FinetuneWorkflow):
 
   regression: bool = False
   output_keys: Sequence[str] = ("logits", "probabilities")
+  # Per-example counts featurize returns; the features info sums them into
+  # its `stats` (see `build_features`).
+  stat_keys: Sequence[str] = ()
 
   # Hooks ----------------------------------------------------------------
   @property
@@ -70,7 +73,8 @@ class RecordsWorkflow(FinetuneWorkflow):
                           pad_to_multiple=pad_to, num_passes=passes,
                           overwrite=self.opts.overwrite_data,
                           seed=self.opts.seed,
-                          input_files={"spiece": self.opts.spiece_model_file})
+                          input_files={"spiece": self.opts.spiece_model_file},
+                          stat_keys=self.stat_keys)
     info["examples"] = examples
     return info
 
