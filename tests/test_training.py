@@ -1,11 +1,14 @@
 """The shared training loop: gradient accumulation equals one large batch,
-XLA gives the same step, mirrored over two logical CPUs equals one device."""
+XLA gives the same step, mirrored over two logical CPUs equals one device;
+the first and the last also for a classifier reading 2 segments with memory
+and back-propagating through both (`bptt_segments=2`)."""
 
 import os
 import subprocess
 import sys
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 import xlnet_tf as xt
@@ -22,16 +25,34 @@ FEATURES = {"input_ids": RNG.randint(5, 50, (8, 10)).astype(np.int32),
             "segment_ids": np.zeros((8, 10), np.int32),
             "input_mask": np.zeros((8, 10), np.float32),
             "label": RNG.randint(0, 2, 8).astype(np.int32)}
+# 2 segments of 6 with memory; rows padded on the left across the boundary.
+LENGTHS = np.array([12, 9, 5, 12, 3, 7, 12, 10])
+SEGMENT_FEATURES = dict(
+    FEATURES, input_ids=RNG.randint(5, 50, (8, 12)).astype(np.int32),
+    segment_ids=np.zeros((8, 12), np.int32),
+    input_mask=(np.arange(12)[None, :] < 12 - LENGTHS[:, None]).astype(
+        np.float32))
 
 
-def _train_one_step(model_dir, per_replica, **train_kw):
+def _task(case):
+  if case == "segments":
+    return ClassifierTask(CONFIG, xt.RunOptions(dropout=0.0, dropatt=0.0,
+                                                mem_len=6),
+                          2, "t", seq_len=12, segment_length=6,
+                          bptt_segments=2)
+  return ClassifierTask(CONFIG, OPTIONS, 2, "t")
+
+
+def _train_one_step(model_dir, per_replica, case="one_window", strategy=None,
+                    **train_kw):
   """`(weights after one step, the step's logs)`."""
-  task = ClassifierTask(CONFIG, OPTIONS, 2, "t")
-  trainer = Trainer(task, TrainOptions(model_dir=str(model_dir),
-                                       train_steps=1, iterations=1,
-                                       **LINEAR_ADAM, **train_kw))
+  trainer = Trainer(_task(case), TrainOptions(model_dir=str(model_dir),
+                                              train_steps=1, iterations=1,
+                                              **LINEAR_ADAM, **train_kw),
+                    strategy=strategy)
   trainer.model.set_weights(_initial_weights())
-  data = tf.data.Dataset.from_tensor_slices(FEATURES).batch(per_replica)
+  features = SEGMENT_FEATURES if case == "segments" else FEATURES
+  data = tf.data.Dataset.from_tensor_slices(features).batch(per_replica)
   logs = trainer.train(lambda ctx, skip: data.skip(skip).repeat(), per_replica)
   weights = [w.numpy() for w in trainer.model.weights]
   return weights, logs
@@ -41,6 +62,7 @@ _INIT = {}
 
 
 def _initial_weights():
+  """The same weights for both cases (one model, read two ways)."""
   if "w" not in _INIT:
     model = ClassifierTask(CONFIG, OPTIONS, 2, "t").build_model()
     model.build(None)
@@ -48,9 +70,10 @@ def _initial_weights():
   return _INIT["w"]
 
 
-def test_gradient_accumulation_equals_one_large_batch(tmp_path):
-  whole, whole_logs = _train_one_step(tmp_path / "a", 8)
-  accumulated, acc_logs = _train_one_step(tmp_path / "b", 4,
+@pytest.mark.parametrize("case", ["one_window", "segments"])
+def test_gradient_accumulation_equals_one_large_batch(tmp_path, case):
+  whole, whole_logs = _train_one_step(tmp_path / "a", 8, case)
+  accumulated, acc_logs = _train_one_step(tmp_path / "b", 4, case,
                                           grad_accum_steps=2)
   np.testing.assert_allclose(acc_logs["loss"], whole_logs["loss"], rtol=1e-6)
   np.testing.assert_allclose(acc_logs["grad_norm"], whole_logs["grad_norm"],
@@ -76,24 +99,18 @@ tf.config.set_logical_device_configuration(
     cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 sys.path.insert(0, {root!r}); sys.path.insert(0, {tests!r})
 import test_training as t
-from xlnet_tf.training import TrainOptions, Trainer, make_strategy
-from xlnet_tf.tasks import ClassifierTask
+from xlnet_tf.training import make_strategy
 strategy = make_strategy("mirrored")
 assert strategy.num_replicas_in_sync == 2
-task = ClassifierTask(t.CONFIG, t.OPTIONS, 2, "t")
-trainer = Trainer(task, TrainOptions(model_dir={model_dir!r}, train_steps=1,
-                                     iterations=1, **t.LINEAR_ADAM),
-                  strategy=strategy)
 init = np.load({init!r})
-trainer.model.set_weights([init[f"arr_{{k}}"] for k in range(len(init.files))])
-data = tf.data.Dataset.from_tensor_slices(t.FEATURES).batch(4)
-logs = trainer.train(lambda ctx, skip: data.skip(skip).repeat(), 4)
-np.savez({out!r}, *[w.numpy() for w in trainer.model.weights],
-         loss=logs["loss"], grad_norm=logs["grad_norm"])
+t._INIT["w"] = [init[f"arr_{{k}}"] for k in range(len(init.files))]
+weights, logs = t._train_one_step({model_dir!r}, 4, {case!r}, strategy)
+np.savez({out!r}, *weights, loss=logs["loss"], grad_norm=logs["grad_norm"])
 """
 
 
-def test_mirrored_two_replicas_equal_one_device(tmp_path):
+@pytest.mark.parametrize("case", ["one_window", "segments"])
+def test_mirrored_two_replicas_equal_one_device(tmp_path, case):
   """Two replicas of 4 give the loss, gradient norm and update of one device
   with the same 8 examples (replica r takes the r-th batch of 4)."""
   tests = os.path.dirname(os.path.abspath(__file__))
@@ -101,12 +118,13 @@ def test_mirrored_two_replicas_equal_one_device(tmp_path):
   init = str(tmp_path / "init.npz")
   np.savez(init, *_initial_weights())  # the same start in both processes
   script = MIRRORED.format(root=os.path.dirname(tests), tests=tests,
-                           model_dir=str(tmp_path / "m"), out=out, init=init)
+                           model_dir=str(tmp_path / "m"), out=out, init=init,
+                           case=case)
   res = subprocess.run([sys.executable, "-c", script], capture_output=True,
                        text=True, timeout=600)
   assert res.returncode == 0, res.stderr[-3000:]
   mirrored = np.load(out)
-  weights, logs = _train_one_step(tmp_path / "one", 8)
+  weights, logs = _train_one_step(tmp_path / "one", 8, case)
   np.testing.assert_allclose(mirrored["loss"], logs["loss"], rtol=1e-6)
   np.testing.assert_allclose(mirrored["grad_norm"], logs["grad_norm"],
                              rtol=1e-5)

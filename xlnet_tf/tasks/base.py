@@ -124,3 +124,14 @@ def feature_specs(shape) -> list:
   return [tf.TensorSpec(shape, tf.int32, "input_ids"),
           tf.TensorSpec(shape, tf.int32, "segment_ids"),
           tf.TensorSpec(shape, tf.float32, "input_mask")]
+
+
+def signature(fn, *specs):
+  """`fn` traced for `specs` (`tf.TensorSpec`s, named as the signature's
+  inputs): one entry of a SavedModel's signatures."""
+  return tf.function(fn).get_concrete_function(*specs)
+
+
+def string_spec(name: str) -> tf.TensorSpec:
+  """A `[B]` tf.string input named `name` (a raw-text signature's)."""
+  return tf.TensorSpec([None], tf.string, name)

@@ -42,7 +42,7 @@ from data_utils.graph_tokenizer import GraphTokenizer
 from data_utils.tokenization import (CLS_ID, SEG_ID_A, SEG_ID_B, SEG_ID_CLS,
                                      SEG_ID_PAD, SEP_ID)
 from xlnet_tf.export_dir import check_export_dir, save_atomically
-from xlnet_tf.tasks.base import feature_specs
+from xlnet_tf.tasks.base import feature_specs, signature, string_spec
 
 
 def _keep(ids: tf.RaggedTensor, n: tf.Tensor,
@@ -228,27 +228,21 @@ class ClassifierServer(tf.Module):
 
   def signatures(self) -> dict:
     length = self.max_seq_length
-    sigs = {"serving_default": tf.function(
-        self.serve_features).get_concrete_function(
-            *feature_specs([None, length]))}
+    sigs = {"serving_default": signature(self.serve_features,
+                                         *feature_specs([None, length]))}
     if self.tokenizer is not None:
-      sigs["serve_text"] = tf.function(self.serve_text).get_concrete_function(
-          tf.TensorSpec([None], tf.string, "text"))
-      sigs["serve_text_pair"] = tf.function(
-          self.serve_text_pair).get_concrete_function(
-              tf.TensorSpec([None], tf.string, "text_a"),
-              tf.TensorSpec([None], tf.string, "text_b"))
+      sigs["serve_text"] = signature(self.serve_text, string_spec("text"))
+      sigs["serve_text_pair"] = signature(
+          self.serve_text_pair, string_spec("text_a"), string_spec("text_b"))
     if self.segment_length:
       config, mem_len = self.model.config, self.model.options.mem_len
       mems = [config.n_layer, None, mem_len, config.d_model]
-      sigs["initial_memory"] = tf.function(
-          self.initial_memory).get_concrete_function(
-              tf.TensorSpec([], tf.int32, "batch_size"))
-      sigs["serve_segment"] = tf.function(
-          self.serve_segment).get_concrete_function(
-              *feature_specs([None, self.segment_length]),
-              tf.TensorSpec(mems, tf.float32, "mems"),
-              tf.TensorSpec([None, mem_len], tf.float32, "mems_mask"))
+      sigs["initial_memory"] = signature(
+          self.initial_memory, tf.TensorSpec([], tf.int32, "batch_size"))
+      sigs["serve_segment"] = signature(
+          self.serve_segment, *feature_specs([None, self.segment_length]),
+          tf.TensorSpec(mems, tf.float32, "mems"),
+          tf.TensorSpec([None, mem_len], tf.float32, "mems_mask"))
     return sigs
 
 

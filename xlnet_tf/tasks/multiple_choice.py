@@ -21,7 +21,7 @@ import tf_keras as keras
 from xlnet_tf.config import RunOptions, XLNetConfig
 from xlnet_tf.encoder import XLNetModel
 from xlnet_tf.export_dir import check_export_dir, save_atomically
-from xlnet_tf.tasks.base import XLNetTask, feature_specs
+from xlnet_tf.tasks.base import XLNetTask, feature_specs, signature
 from xlnet_tf.tasks.classification import classification_loss
 from xlnet_tf.tasks.pooling import PooledTaskModel
 
@@ -99,9 +99,8 @@ class MultipleChoiceServer(tf.Module):
 
   def signatures(self) -> dict:
     shape = [None, self.n_choice, self.max_seq_length]
-    return {"serving_default": tf.function(
-        self.serve_features).get_concrete_function(
-            *feature_specs(shape))}
+    return {"serving_default": signature(self.serve_features,
+                                         *feature_specs(shape))}
 
 
 def export_multiple_choice(model, export_dir: str, n_choice: int,

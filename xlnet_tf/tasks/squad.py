@@ -24,7 +24,8 @@ from xlnet_tf.export_dir import check_export_dir, save_atomically
 from xlnet_tf.initializers import fresh
 from xlnet_tf.layers.layer_norm import LayerNorm
 from xlnet_tf.masks import MASK_PENALTY
-from xlnet_tf.tasks.base import TaskModel, XLNetTask, feature_specs
+from xlnet_tf.tasks.base import (TaskModel, XLNetTask, feature_specs,
+                                 signature)
 
 
 def _masked(logits, p_mask):
@@ -238,11 +239,10 @@ class SquadServer(tf.Module):
 
   def signatures(self) -> dict:
     shape = [None, self.max_seq_length]
-    return {"serving_default": tf.function(
-        self.serve_features).get_concrete_function(
-            *feature_specs(shape),
-            tf.TensorSpec(shape, tf.float32, "p_mask"),
-            tf.TensorSpec([None], tf.int32, "cls_index"))}
+    return {"serving_default": signature(
+        self.serve_features, *feature_specs(shape),
+        tf.TensorSpec(shape, tf.float32, "p_mask"),
+        tf.TensorSpec([None], tf.int32, "cls_index"))}
 
 
 def export_squad(model, export_dir: str, max_seq_length: int,

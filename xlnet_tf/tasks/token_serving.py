@@ -49,7 +49,7 @@ from data_utils.ner.schemes import split_tag, tag_problem
 from data_utils.tokenization import (CLS_ID, SEG_ID_A, SEG_ID_CLS, SEG_ID_PAD,
                                      SEP_ID, SentencePieceTokenizer)
 from xlnet_tf.export_dir import check_export_dir, save_atomically
-from xlnet_tf.tasks.base import feature_specs
+from xlnet_tf.tasks.base import feature_specs, signature, string_spec
 
 EXPORT_KIND = "token_classifier"
 # conlleval's prefixes, as codes for the in-graph entity reading.
@@ -301,12 +301,10 @@ class TokenClassifierServer(tf.Module):
 
   def signatures(self) -> dict:
     length = self.max_seq_length
-    sigs = {"serving_default": tf.function(
-        self.serve_features).get_concrete_function(
-            *feature_specs([None, length]))}
+    sigs = {"serving_default": signature(self.serve_features,
+                                         *feature_specs([None, length]))}
     if self.tokenizer is not None:
-      sigs["serve_text"] = tf.function(self.serve_text).get_concrete_function(
-          tf.TensorSpec([None], tf.string, "text"))
+      sigs["serve_text"] = signature(self.serve_text, string_spec("text"))
     return sigs
 
 
