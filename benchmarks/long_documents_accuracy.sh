@@ -15,7 +15,7 @@
 #   report    OUT/accuracy.json: both accuracies, steps and wall times
 # Each stage logs to OUT/<stage>.log (its progress lines), writes its
 # command to OUT/<stage>.cmd and its wall time and peak RSS (GNU time) to
-# OUT/<stage>.time. Sizes: PRETRAIN_STEPS (default 3000), FT_STEPS (600),
+# OUT/<stage>.time. Sizes: PRETRAIN_STEPS (default 1200), FT_STEPS (600),
 # FT_BATCH (16), FT_LR (5e-5), SEED (0).
 set -euo pipefail
 
@@ -25,7 +25,7 @@ STAGES=${*:-records pretrain trunc seg4 report}
 PY=${PY:-.venv/bin/python}
 SHARED=${XLNET_SHARED:-../shared}
 SPIECE=$SHARED/data/spiece/spiece.model
-PRETRAIN_STEPS=${PRETRAIN_STEPS:-3000}
+PRETRAIN_STEPS=${PRETRAIN_STEPS:-1200}
 FT_STEPS=${FT_STEPS:-600}
 FT_BATCH=${FT_BATCH:-16}
 FT_LR=${FT_LR:-5e-5}
@@ -74,8 +74,9 @@ for s in $STAGES; do
         --train_batch_size=16 --seq_len=128 --reuse_len=64 --perm_size=32 \
         --num_predict=21 --bi_data --mem_len=128 \
         --n_layer=4 --d_model=256 --n_head=4 --d_head=64 --d_inner=1024 \
-        --train_steps="$PRETRAIN_STEPS" --warmup_steps=200 \
-        --learning_rate=5e-4 --save_steps=1000 --iterations=100 \
+        --train_steps="$PRETRAIN_STEPS" \
+        --warmup_steps=$((PRETRAIN_STEPS / 10)) \
+        --learning_rate=5e-4 --save_steps=400 --iterations=100 \
         --seed="$SEED" ;;
     trunc) finetune trunc --max_segments=1 ;;
     seg4) finetune seg4 --max_segments=4 --mem_len=128 ;;
