@@ -14,6 +14,8 @@ Inputs (batch-major, B batch, L length, M memory, P predictions, D d_model):
                  the query stream on
   output_rows    [B, P] int32: the last layer computes the content stream only
                  at these positions (a pooled head reads one)
+  mem_len, reuse_len  per-call overrides of the options' (a decoding cache
+                 keeps a memory the run options know nothing of)
 Outputs (a dict):
   sequence_output  [B, L, D] content stream (`[B, P, D]` with output_rows), or
                    the query stream `[B, P, D]` (`[B, L, D]` without
@@ -22,6 +24,9 @@ Outputs (a dict):
                    0: each layer's INPUT, first `reuse_len` positions
                    appended to the old memory, gradient stopped (unless
                    `memory_gradient`). Its mask is `masks.memory_mask`.
+  hidden_states    with `return_hidden_states`: n_layer + 1 `[B, L, D]`
+                   content states, the embedding output then each layer's
+                   output (HF's `output_hidden_states` order)
 """
 
 from __future__ import annotations
@@ -228,15 +233,23 @@ class XLNetModel(keras.layers.Layer):
 
   def call(self, input_ids, segment_ids=None, input_mask=None, mems=None,
            mems_mask=None, perm_mask=None, target_mapping=None, input_q=None,
-           output_rows=None, training=False, memory_gradient=False):
+           output_rows=None, training=False, memory_gradient=False,
+           mem_len=None, reuse_len=None, return_hidden_states=False):
     """`output_rows`: `[B, P]` int positions; the last layer's content stream
     is computed only there and `sequence_output` is `[B, P, D]` (what a
     model that reads a few positions needs); None for all L.
     `mems_mask`: `[B, M]` float, 1 = memory nobody may attend to (needs
     `mems`). `memory_gradient`: True leaves `new_mems` differentiable, so a
     later segment's loss reaches this one (back-propagation through
-    segments); False stops it."""
+    segments); False stops it. `mem_len` / `reuse_len`: this call's memory
+    settings (default: the options'). `return_hidden_states`: also return
+    every layer's content states (not with `output_rows`)."""
     opts = self.options
+    mem_len = opts.mem_len if mem_len is None else mem_len
+    reuse_len = opts.reuse_len if reuse_len is None else reuse_len
+    if return_hidden_states and output_rows is not None:
+      raise ValueError("return_hidden_states: not with output_rows (the last "
+                       "layer then computes only some rows)")
     dtype = self.compute_dtype
     input_ids = tf.convert_to_tensor(input_ids)
     batch = tf.shape(input_ids)[0]
@@ -280,10 +293,12 @@ class XLNetModel(keras.layers.Layer):
     seeds = (tf.random.uniform([self.config.n_layer, 2], maxval=2**31 - 1,
                                dtype=tf.int32) if dropping else None)
     new_mems: List[tf.Tensor] = []
+    hidden_states: List[tf.Tensor] = []
     for i, block in enumerate(self.blocks):
       layer_mems = None if mems is None else mems[i]
-      new_mems.append(cache_memory(h, layer_mems, opts.mem_len,
-                                   opts.reuse_len, not memory_gradient))
+      new_mems.append(cache_memory(h, layer_mems, mem_len, reuse_len,
+                                   not memory_gradient))
+      hidden_states.append(h)
 
       rows = output_rows if i == len(self.blocks) - 1 else None
 
@@ -302,8 +317,11 @@ class XLNetModel(keras.layers.Layer):
         h, g = run_block(h, g, seed, layer_mems)
 
     output = self.dropout(h if g is None else g, training=training)
-    return {"sequence_output": output,
-            "new_mems": new_mems if opts.mem_len else None}
+    outputs = {"sequence_output": output,
+               "new_mems": new_mems if mem_len else None}
+    if return_hidden_states:
+      outputs["hidden_states"] = hidden_states + [h]
+    return outputs
 
   def original_weights(self) -> dict:
     """Original names (under `model/transformer/`) -> variables."""

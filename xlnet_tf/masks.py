@@ -114,10 +114,11 @@ def attention_masks(qlen, mlen, attn_type: str = "bi",
 
 
 def memory_mask(mems_mask: Optional[tf.Tensor], input_mask: tf.Tensor,
-                mem_len: int) -> tf.Tensor:
+                mem_len: int, reuse_len: int = 0) -> tf.Tensor:
   """The mask `[B, mem_len]` of the memory a segment leaves (`new_mems` of a
-  call with `reuse_len` 0): the last `mem_len` positions of
-  `concat(mems_mask, input_mask)`, 1 where they were padding or hidden
+  call with the same `reuse_len`, 0 = all of it): the last `mem_len`
+  positions of `concat(mems_mask, input_mask[:, :reuse_len])`, 1 where they
+  were padding or hidden
   memory, and 1 where there was nothing (a first segment shorter than
   `mem_len`, `mems_mask` None meaning no memory before it).
 
@@ -129,8 +130,13 @@ def memory_mask(mems_mask: Optional[tf.Tensor], input_mask: tf.Tensor,
     [[0.0, 1.0, 0.0, 0.0]]
     >>> memory_mask(None, tf.constant([[0., 0.]]), 3).numpy().tolist()
     [[1.0, 0.0, 0.0]]
+    >>> memory_mask(tf.constant([[1., 0.]]), tf.constant([[0., 1.]]), 2,
+    ...             reuse_len=1).numpy().tolist()
+    [[0.0, 0.0]]
   """
   input_mask = tf.cast(input_mask, tf.float32)
+  if reuse_len > 0:
+    input_mask = input_mask[:, :reuse_len]
   if mem_len <= 0:  # `[:, -0:]` would keep everything
     return tf.zeros([tf.shape(input_mask)[0], 0], tf.float32)
   # Ones in front cover memory that never existed: never attended.

@@ -9,20 +9,23 @@ token_classification.
   save_hf_weights(model, "exported/")                  # for transformers
   save_hf_weights(tagger, "ner/", labels=["O", "B-LOC", "I-LOC"])
   report.spec.head["labels"]     # class names read from id2label, if any
+  lm, report = load_language_model("pretrain/model_dir")  # any layout
 """
 
 from __future__ import annotations
 
+import json
 import os
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Tuple
 
-from xlnet_tf.checkpoint_files import CheckpointError
+from xlnet_tf.checkpoint_files import CheckpointError, resolve_checkpoint
 from xlnet_tf.config import RunOptions, XLNetConfig
 from xlnet_tf.encoder import XLNetModel
 from xlnet_tf.io.hf import HFSaveReport, load_hf_weights, write_hf_weights
 from xlnet_tf.io.hf_config import (ARCHITECTURES, HF_CONFIG, config_from_hf,
                                    config_to_hf)
-from xlnet_tf.io.hf_files import read_hf_config
+from xlnet_tf.io.hf_files import is_hf_directory, read_hf_config
+from xlnet_tf.io.load import load_checkpoint
 from xlnet_tf.tasks import (XLNetClassifier, XLNetForMultipleChoice,
                             XLNetForQuestionAnswering,
                             XLNetForTokenClassification, XLNetPretrainer,
@@ -160,3 +163,70 @@ def load_hf_model(directory: str, model: Optional[str] = None,
   obj = build_model(model or spec.model, spec.config, options or spec.options,
                     **{**spec.head, **head})
   return obj, load_hf_weights(obj, directory, strict=strict)
+
+
+# Run options a language-model use keeps from the run that trained the
+# weights; dropout, memory and bi_data are the inference's own.
+_KEPT_OPTIONS = ("attn_type", "clamp_len", "same_length")
+
+
+def _beside(prefix: str, name: str) -> Optional[str]:
+  """`name` in the checkpoint's directory or the one above it (run_pretrain
+  writes `model_dir/run_options.json` and `model_dir/original/...`)."""
+  folder = os.path.dirname(os.path.abspath(prefix))
+  for where in (folder, os.path.dirname(folder)):
+    path = os.path.join(where, name)
+    if os.path.isfile(path):
+      return path
+  return None
+
+
+def load_language_model(path: str, model_config_path: Optional[str] = None,
+                        clamp_len: Optional[int] = None,
+                        need_lm_head: bool = True
+                        ) -> Tuple[XLNetPretrainer, object]:
+  """An `XLNetPretrainer` (encoder + tied LM head) for inference, from any
+  checkpoint: an HF directory, the original layout (a released model, or
+  `run_pretrain.py`'s `model_dir/original/`) or a native `model_dir`.
+
+  The config is `model_config_path`, else `xlnet_config.json` beside the
+  checkpoint (or in the directory above it), else HF's config.json. The
+  attention options (attn_type, clamp_len, same_length) come from
+  `run_options.json` beside the checkpoint or HF's config when there is one;
+  `clamp_len` overrides. Dropout is off, bi_data off, and no memory is kept
+  unless a call asks for it. Returns `(model, load report)`; with
+  `need_lm_head`, a checkpoint without the LM bias is an error (a fine-tuned
+  encoder has no LM).
+  """
+  overrides = {} if clamp_len is None else {"clamp_len": clamp_len}
+  if is_hf_directory(path):
+    spec = config_from_hf(read_hf_config(path), os.path.join(path, HF_CONFIG))
+    kept = {k: getattr(spec.options, k) for k in _KEPT_OPTIONS}
+    config = spec.config
+  else:
+    prefix = resolve_checkpoint(path)
+    config_path = model_config_path or _beside(prefix, "xlnet_config.json")
+    if config_path is None:
+      raise CheckpointError(f"{path}: no xlnet_config.json beside the "
+                            "checkpoint; pass the model config")
+    config = XLNetConfig.from_json(config_path)
+    kept = {}
+    options_path = _beside(prefix, "run_options.json")
+    if options_path:
+      with open(options_path, encoding="utf-8") as f:
+        saved = json.load(f)
+      kept = {k: saved[k] for k in _KEPT_OPTIONS if k in saved}
+  options = RunOptions(**{**kept, **overrides, "dropout": 0.0,
+                          "dropatt": 0.0})
+  lm = build_model("lm", config, options)
+  report = load_checkpoint(lm, path)
+  missing = list(getattr(report, "missing", None) or [])
+  if need_lm_head and any("lm_loss" in n or "mask_emb" in n for n in missing):
+    raise CheckpointError(f"{path}: has no LM head (lm_loss/bias, mask_emb): "
+                          "a fine-tuned checkpoint cannot score or generate")
+  encoder_missing = [n for n in missing if "lm_loss" not in n
+                     and "mask_emb" not in n]
+  if encoder_missing:
+    raise CheckpointError(f"{path}: not an XLNet checkpoint of this config; "
+                          f"missing {', '.join(encoder_missing[:3])}")
+  return lm, report

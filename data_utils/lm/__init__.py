@@ -1,0 +1,2 @@
+"""The data side of the language-model uses (embeddings, scoring, generation,
+infilling): reading texts, and writing what the scripts produce."""
