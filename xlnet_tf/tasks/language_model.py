@@ -64,8 +64,8 @@ def log_probs_of(logits, token_ids) -> tf.Tensor:
 
   Example:
     >>> logits = tf.math.log([[[0.25, 0.75], [0.5, 0.5]]])
-    >>> log_probs_of(logits, tf.constant([[1, -1]])).numpy().round(4).tolist()
-    [[-0.2877, 0.0]]
+    >>> [round(float(x), 4) for x in log_probs_of(logits, tf.constant([[1, -1]]))[0]]
+    [-0.2877, 0.0]
   """
   token_ids = tf.cast(token_ids, tf.int32)
   log_p = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
