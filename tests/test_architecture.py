@@ -20,6 +20,7 @@ FORBIDDEN = [
     ("xlnet_tf.config", ["xlnet_tf"]),
     ("xlnet_tf.positions", ["xlnet_tf"]),
     ("xlnet_tf.masks", ["xlnet_tf"]),
+    ("xlnet_tf.factorization", ["xlnet_tf"]),
     ("xlnet_tf.kernels", ["xlnet_tf.layers", "xlnet_tf.encoder",
                           "xlnet_tf.tasks", "xlnet_tf.io",
                           "xlnet_tf.training"]),

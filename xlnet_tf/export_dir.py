@@ -37,7 +37,7 @@ MARKER_FORMAT = 1
 # regressor answers `score`, a classifier `logits`/`label`..., so a client of
 # one cannot use the other.
 EXPORT_KINDS = ("classifier", "regressor", "multiple_choice", "squad",
-                "token_classifier")
+                "token_classifier", "language_model")
 
 # What `tf.saved_model.save` writes at the top of an export, plus the marker;
 # `<name>.tmp<hex>` is TF's own temp file (a killed save may leave one).

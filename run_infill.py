@@ -1,0 +1,130 @@
+"""Fills the holes of texts with a pretrained XLNet: `<mask>` pieces or
+character spans, one piece at a time through the query stream, left to right
+or most confident first, greedy or sampled.
+
+    python run_infill.py --init_checkpoint=xlnet_cased_L-24_H-1024_A-16 \
+        --spiece_model_file=xlnet_cased_L-24_H-1024_A-16/spiece.model \
+        --text="The <mask> sat on the <mask><mask>." --order=confident
+
+Input: `--text` (with `--spans=start:end[:pieces],...` for character spans
+instead of `<mask>` markers) or `--input_file` (lines / a .tsv column with
+`<mask>` markers; a .jsonl row's `text` field, with `<mask>` markers or a
+`spans` field `[[start, end], [start, end, pieces], ...]`). Adjacent
+`<mask>` markers make one hole of as many pieces; a span is filled with as
+many pieces as its own text has unless given.
+
+One JSONL line per text, in input order (stdout, or `--output_file`):
+`text`, `filled`, `holes` (per hole: `start`, `end`, `fill`, `pieces`,
+`ids`, `log_probs`, `steps`), `sum`, `count`.
+"""
+
+import json
+import sys
+
+from absl import app, flags
+
+from data_utils.atomic import atomic_path
+from data_utils.errors import UsageError, check_positive, run_main
+from data_utils.lm import infill
+from data_utils.progress import Progress
+from data_utils.tokenization import SentencePieceTokenizer
+from xlnet_tf.tasks import infilling, scoring
+from xlnet_tf.workflows.lm import (check_lm_flags, check_output_file,
+                                   define_lm_flags, load_from_flags)
+
+
+def define_flags() -> None:
+  """The script's flags (defined when run as a script, so that tests can
+  import this module and call `infill_main` with any flag object)."""
+  define_lm_flags(batch_size=8)
+  flags.DEFINE_string("text", None, "One text to fill (instead of "
+                      "--input_file), with <mask> markers or --spans.")
+  flags.DEFINE_string("spans", None, "Character spans of --text to fill: "
+                      "start:end[:pieces],... (0-based, end exclusive).")
+  flags.DEFINE_string("order", "left_to_right", "Which open position is "
+                      "filled next: left_to_right (the leftmost) or "
+                      "confident (the one whose best piece is most "
+                      "probable).")
+  flags.DEFINE_string("strategy", "greedy", "greedy (the most probable "
+                      "piece) or sample.")
+  flags.DEFINE_float("temperature", 1.0, "Sampling temperature.")
+  flags.DEFINE_integer("top_k", 0, "Sample from the k most probable pieces "
+                       "(0 = all).")
+  flags.DEFINE_float("top_p", 1.0, "Sample from the most probable pieces "
+                     "holding this much probability (1 = all).")
+  flags.DEFINE_integer("seed", 0, "Sampling seed (text i draws from a "
+                       "generator seeded with seed + i).")
+  flags.DEFINE_integer("max_seq_length", 512,
+                       "Longest row (text + 2 markers) in pieces.")
+  flags.DEFINE_string("output_file", None, "JSONL output (default: stdout).")
+
+
+def check_flags(f) -> None:
+  """One-line UsageErrors, before any model is loaded."""
+  check_lm_flags(f)
+  if bool(f.input_file) == bool(f.text):
+    raise UsageError("give exactly one of --input_file and --text")
+  if f.spans and not f.text:
+    raise UsageError("--spans: needs --text (give a .jsonl file's spans in "
+                     "its rows)")
+  infilling.check_settings(f.order, f.strategy, f.temperature, f.top_k,
+                           f.top_p)
+  check_positive(f.max_seq_length, "max_seq_length", minimum=3)
+  if f.output_file:
+    check_output_file(f.output_file, "output_file", f.overwrite)
+
+
+def _items(f):
+  if f.input_file:
+    return (infill.read_infill_file(f.input_file, f.text_column),
+            f"--input_file={f.input_file}: text")
+  if f.spans:
+    item = infill.parse_spans(f.text, infill.parse_span_flag(f.spans),
+                              f"--spans={f.spans}")
+  else:
+    item = infill.parse_masks(f.text)
+  return [item], "--text"
+
+
+def infill_main(f) -> int:
+  check_flags(f)
+  items, where = _items(f)
+  # Tokenize and check every row before the model is loaded.
+  tokenizer = SentencePieceTokenizer(f.spiece_model_file, lower=f.uncased)
+  encoded = [infill.encode(tokenizer, item) for item in items]
+  scoring.check_lengths([ids for ids, _ in encoded], None, f.max_seq_length,
+                        where)
+  lm, tokenizer = load_from_flags(f)
+  progress = Progress("infilling", unit="pieces", total=sum(
+      len(p) for _, holes in encoded for p in holes))
+  filler = infilling.Infiller(lm, f.batch_size)
+  results = filler.fill_ids(
+      [ids for ids, _ in encoded], [sum(holes, []) for _, holes in encoded],
+      order=f.order, strategy=f.strategy, temperature=f.temperature,
+      top_k=f.top_k, top_p=f.top_p, seed=f.seed,
+      on_progress=progress.update)
+  progress.finish()
+  lines = [json.dumps(infilling.describe(tokenizer, item, holes, result),
+                      ensure_ascii=False)
+           for item, (_, holes), result in zip(items, encoded, results)]
+  if not f.output_file:
+    for line in lines:
+      sys.stdout.write(line + "\n")
+    return 0
+  with atomic_path(f.output_file) as tmp:
+    with open(tmp, "w", encoding="utf-8") as out:
+      for line in lines:
+        out.write(line + "\n")
+  print(f"{len(lines)} texts filled -> {f.output_file}")
+  return 0
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+  return run_main("run_infill", lambda: infill_main(flags.FLAGS))
+
+
+if __name__ == "__main__":
+  define_flags()
+  app.run(main)
