@@ -12,6 +12,8 @@ and gradients (tests/test_kernels_*.py). Measured gains: benchmarks/README.md.
   fused.py       tanh GELU (+ dropout) and dropout as one XLA kernel each
   dropout.py     dropout masks from 16 random bits per element
   layer_norm.py  LayerNorm's normalization with a closed-form gradient
+  decoding.py    a generation step of both streams against a cache of
+                 projected keys and values (equal to the encoder's pass)
 """
 
 from xlnet_tf.kernels.attention import (AttentionParts, add_head_bias,

@@ -10,12 +10,11 @@ and the tokens generated before it. Nothing computed ever changes, so each
 layer's content states are Transformer-XL memory of fixed capacity
 `M = n + T` (prompt length n, T new tokens), right-aligned (relative
 distances are then those of the full sequence) with a mask hiding empty
-slots and prompt padding. Relative attention projects memory to keys and
-values without positions, so the cache keeps those projections (not the
-states): a step projects only the new token. A step is the segment
-`[last token, slot]` against the cache: the content stream of the last
-token (whose key and value then enter the cache) and the query stream at
-the slot, which predicts the next token. The uncached equivalent is one
+slots and prompt padding. The cache keeps each layer's keys and values of
+those states, and a step (`kernels/decoding.py`) feeds `[last token, slot]`
+against it: the content stream of the last token (whose key and value then
+enter the cache) and the query stream at the slot, which predicts the next
+token. The uncached equivalent is one
 `two_stream_pass` over `prompt + generated` with target order -1 (prompt),
 k (generated k); the tests hold the two equal.
 
@@ -29,23 +28,19 @@ model's own log p of each token, before temperature or filtering) and
 
 from __future__ import annotations
 
-from typing import List, NamedTuple, Optional, Tuple
+from typing import Optional, Tuple
 
 import tensorflow as tf
 
 from data_utils.tokenization import MASK_ID, PAD_ID
-from xlnet_tf.kernels.attention import (AttentionParts, post_attention,
-                                        project_heads)
-from xlnet_tf.masks import masked_softmax, memory_mask
-from xlnet_tf.positions import relative_distances, sinusoid_encoding
+from xlnet_tf.kernels import decoding
+from xlnet_tf.kernels.decoding import Cache, StepConstants
+from xlnet_tf.masks import memory_mask
 from xlnet_tf.tasks.language_model import two_stream_pass
 from xlnet_tf.tasks.pretraining import XLNetPretrainer
 
 # The id fed at the position being predicted; nobody ever sees it.
 SLOT_ID = MASK_ID
-
-# Per layer `[B, N, M, H]` keys and values, and the `[B, M]` mask.
-Cache = Tuple[List[tf.Tensor], List[tf.Tensor], tf.Tensor]
 
 
 def prompt_length(prompt_ids) -> int:
@@ -69,18 +64,6 @@ def _check_lm(lm: XLNetPretrainer, max_new_tokens: int) -> None:
                      "so a cache cannot reproduce it")
 
 
-def _attention_parts(attn) -> AttentionParts:
-  return AttentionParts(attn.q_kernel, attn.k_kernel, attn.v_kernel,
-                        attn.r_kernel, attn.o_kernel, attn.scale,
-                        attn.attn_dropout, attn.output_dropout,
-                        attn.layer_norm)
-
-
-def _layer_bias(encoder, bias, i: int):
-  return tf.cast(bias[i] if encoder.config.untie_r else bias,
-                 encoder.compute_dtype)
-
-
 def prefill(lm: XLNetPretrainer, prompt_ids, prompt_mask,
             max_new_tokens: int) -> Tuple[tf.Tensor, Cache]:
   """One pass over `prompt + [slot]`: the logits `[B, V]` of the first new
@@ -100,95 +83,25 @@ def prefill(lm: XLNetPretrainer, prompt_ids, prompt_mask,
   out = two_stream_pass(lm, ids, order, input_mask=mask, mem_len=capacity,
                         reuse_len=n)
   # The memory of a first call holds only the n prompt states: left-pad.
-  empty = [[0, 0], [0, 0], [capacity - n, 0], [0, 0]]
-  keys, values = [], []
-  for block, memory in zip(lm.encoder.blocks, out["new_mems"]):
-    keys.append(tf.pad(project_heads(memory, block.rel_attn.k_kernel), empty))
-    values.append(tf.pad(project_heads(memory, block.rel_attn.v_kernel),
-                         empty))
+  keys, values = decoding.project_memory(lm.encoder, out["new_mems"],
+                                         capacity)
   mems_mask = memory_mask(None, mask, capacity, reuse_len=n)
   return out["logits"][:, 0], (keys, values, mems_mask)
 
 
-class StepConstants(NamedTuple):
-  """What every step of one decode shares: per layer the projected
-  encoding `[N, M + 2, H]` of the distances M + 1 .. 0 (a step's keys are
-  the M slots and the last token at M; the slot predicted sits at M + 1),
-  and the LM softmax weight laid out `[D, V]` (a `[V, D]` table used
-  transposed makes each step's product several times slower on CPU)."""
-  positions: List[tf.Tensor]
-  softmax_w: tf.Tensor
-
-
 def step_constants(lm: XLNetPretrainer, capacity: int) -> StepConstants:
-  """The `StepConstants` of a cache of capacity M, computed once."""
-  encoder = lm.encoder
-  options = encoder.options
-  # Rows 1 .. M + 2 of a [last token, slot] segment's encoding.
-  distances = relative_distances(2, capacity + 2, options.attn_type,
-                                 options.clamp_len)[1:capacity + 3]
-  encoding = tf.cast(sinusoid_encoding(distances, encoder.config.d_model),
-                     encoder.compute_dtype)
-  head = lm.lm_head
-  table = encoder.embedding_table if head.tie_weight else head.weight
-  return StepConstants(
-      [project_heads(encoding, block.rel_attn.r_kernel)
-       for block in encoder.blocks],
-      tf.transpose(tf.cast(table, encoder.compute_dtype)))
+  """What every step of a decode with a cache of capacity M shares."""
+  return decoding.step_constants(lm.encoder, lm.lm_head, capacity)
 
 
 def step(lm: XLNetPretrainer, last_ids, cache: Cache,
          constants: Optional[StepConstants] = None
          ) -> Tuple[tf.Tensor, Cache]:
   """Feeds `last_ids [B]` (the newest token) and predicts the next:
-  `(logits [B, V], cache with last_ids' keys and values appended)`.
-
-  Per layer: the content stream of the last token and the query stream of
-  the slot after it attend to the cache and the last token (the slot's own
-  content is seen by nobody, so it is not computed); the last token's key
-  and value enter the cache, the oldest (empty) slot leaves. `constants`:
-  `step_constants(lm, M)`, computed once per decode.
-  """
-  keys, values, mems_mask = cache
-  encoder = lm.encoder
-  dtype = encoder.compute_dtype
-  batch = tf.shape(mems_mask)[0]
-  if constants is None:
-    constants = step_constants(lm, mems_mask.shape[1])
-  positions = constants.positions
-  h = tf.cast(tf.gather(encoder.word_embedding,
-                        tf.cast(last_ids, tf.int32)), dtype)[:, None]
-  g = tf.tile(tf.cast(encoder.mask_emb, dtype), [batch, 1, 1])
-  # Both queries see the unmasked memory and the last token.
-  hidden = tf.concat([mems_mask, tf.zeros([batch, 1], tf.float32)],
-                     axis=1)[:, None, None, :]
-  new_keys, new_values = [], []
-  for i, block in enumerate(encoder.blocks):
-    attn = block.rel_attn
-    both = tf.concat([h, g], axis=1)
-    key = project_heads(h, attn.k_kernel)
-    value = project_heads(h, attn.v_kernel)
-    q_head = project_heads(both, attn.q_kernel)
-    ac = tf.matmul(q_head + _layer_bias(encoder, encoder.r_w_bias, i)[:, None],
-                   tf.concat([keys[i], key], axis=2), transpose_b=True)
-    # Content query at M: distances M .. 0; query stream at M + 1: M + 1 .. 1.
-    q_r = q_head + _layer_bias(encoder, encoder.r_r_bias, i)[:, None]
-    bd = tf.concat([
-        tf.einsum("bnih,njh->bnij", q_r[:, :, :1], positions[i][:, 1:]),
-        tf.einsum("bnih,njh->bnij", q_r[:, :, 1:], positions[i][:, :-1])],
-                   axis=2)
-    prob = tf.cast(masked_softmax(ac + bd, attn.scale, hidden), dtype)
-    vec = tf.matmul(prob, tf.concat([values[i], value], axis=2))
-    out = post_attention(_attention_parts(attn), both, vec, training=False)
-    h, g = tf.split(block.ff(out, training=False), 2, axis=1)
-    new_keys.append(tf.concat([keys[i][:, :, 1:], key], axis=2))
-    new_values.append(tf.concat([values[i][:, :, 1:], value], axis=2))
-  new_mask = tf.concat([mems_mask[:, 1:], tf.zeros([batch, 1], tf.float32)],
-                       axis=1)
-  # The LM head (`lm_logits`) with the weight laid out for a fast product.
-  logits = tf.cast(tf.matmul(g[:, 0], constants.softmax_w), tf.float32)
-  return logits + tf.cast(lm.lm_head.bias, tf.float32), (new_keys, new_values,
-                                                         new_mask)
+  `(logits [B, V], cache with last_ids' keys and values appended)`
+  (`kernels.decoding.cached_step`)."""
+  return decoding.cached_step(lm.encoder, lm.lm_head, last_ids, cache,
+                              constants)
 
 
 def restrict_vocab(logits, vocab_size: Optional[int] = None) -> tf.Tensor:
