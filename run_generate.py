@@ -23,11 +23,9 @@ Without `--output_file` the lines go to stdout.
 """
 
 import json
-import sys
 
 from absl import app, flags, logging
 
-from data_utils.atomic import atomic_path
 from data_utils.errors import UsageError, check_positive, run_main
 from data_utils.lm.texts import read_texts
 from data_utils.progress import Progress
@@ -36,7 +34,8 @@ from xlnet_tf.export_dir import check_export_dir
 from xlnet_tf.tasks.generation_search import STRATEGIES, Generator
 from xlnet_tf.tasks.lm_serving import EXPORT_KIND, export_language_model
 from xlnet_tf.workflows.lm import (check_lm_flags, check_output_file,
-                                   define_lm_flags, load_from_flags)
+                                   define_lm_flags, load_from_flags,
+                                   write_jsonl)
 
 SAMPLING_FLAGS = ("temperature", "top_k", "top_p", "seed")
 BEAM_FLAGS = ("num_beams", "length_penalty")
@@ -134,17 +133,6 @@ def _prompts(f):
   return prompts
 
 
-def _write(lines, f) -> None:
-  if not f.output_file:
-    for line in lines:
-      sys.stdout.write(line + "\n")
-    return
-  with atomic_path(f.output_file) as tmp:
-    with open(tmp, "w", encoding="utf-8") as out:
-      for line in lines:
-        out.write(line + "\n")
-
-
 def generate_main(f) -> int:
   check_flags(f)
   prompts = _prompts(f)
@@ -170,7 +158,7 @@ def generate_main(f) -> int:
   progress = Progress("generating", total=len(prompts), unit="prompts")
   results = generator(prompts, f.batch_size, progress.update)
   progress.finish()
-  _write([json.dumps(r, ensure_ascii=False) for r in results], f)
+  write_jsonl(results, f.output_file)
   tokens = sum(len(r["tokens"]) for r in results)
   logging.info("%s", json.dumps({"prompts": len(results), "tokens": tokens}))
   return 0

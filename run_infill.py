@@ -18,19 +18,17 @@ One JSONL line per text, in input order (stdout, or `--output_file`):
 `ids`, `log_probs`, `steps`), `sum`, `count`.
 """
 
-import json
-import sys
 
 from absl import app, flags
 
-from data_utils.atomic import atomic_path
 from data_utils.errors import UsageError, check_positive, run_main
 from data_utils.lm import infill
 from data_utils.progress import Progress
 from data_utils.tokenization import SentencePieceTokenizer
 from xlnet_tf.tasks import infilling, scoring
 from xlnet_tf.workflows.lm import (check_lm_flags, check_output_file,
-                                   define_lm_flags, load_from_flags)
+                                   define_lm_flags, load_from_flags,
+                                   write_jsonl)
 
 
 def define_flags() -> None:
@@ -104,18 +102,11 @@ def infill_main(f) -> int:
       top_k=f.top_k, top_p=f.top_p, seed=f.seed,
       on_progress=progress.update)
   progress.finish()
-  lines = [json.dumps(infilling.describe(tokenizer, item, holes, result),
-                      ensure_ascii=False)
-           for item, (_, holes), result in zip(items, encoded, results)]
-  if not f.output_file:
-    for line in lines:
-      sys.stdout.write(line + "\n")
-    return 0
-  with atomic_path(f.output_file) as tmp:
-    with open(tmp, "w", encoding="utf-8") as out:
-      for line in lines:
-        out.write(line + "\n")
-  print(f"{len(lines)} texts filled -> {f.output_file}")
+  rows = [infilling.describe(tokenizer, item, holes, result)
+          for item, (_, holes), result in zip(items, encoded, results)]
+  write_jsonl(rows, f.output_file)
+  if f.output_file:
+    print(f"{len(rows)} texts filled -> {f.output_file}")
   return 0
 
 

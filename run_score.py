@@ -17,18 +17,17 @@ text, in input order: `text`, `context`, `order`, `pieces`, `ids`,
 
 import json
 import math
-import sys
 
 from absl import app, flags, logging
 
-from data_utils.atomic import atomic_path
 from data_utils.errors import UsageError, check_positive, run_main
 from data_utils.lm.texts import read_texts
 from data_utils.progress import Progress
 from data_utils.tokenization import SentencePieceTokenizer
 from xlnet_tf.tasks import scoring
 from xlnet_tf.workflows.lm import (check_lm_flags, check_output_file,
-                                   define_lm_flags, load_from_flags)
+                                   define_lm_flags, load_from_flags,
+                                   write_jsonl)
 
 
 def define_flags() -> None:
@@ -74,17 +73,6 @@ def _inputs(f):
   return texts, contexts, f"--input_file={f.input_file}: text"
 
 
-def _write(lines, f) -> None:
-  if not f.output_file:
-    for line in lines:
-      sys.stdout.write(line + "\n")
-    return
-  with atomic_path(f.output_file) as tmp:
-    with open(tmp, "w", encoding="utf-8") as out:
-      for line in lines:
-        out.write(line + "\n")
-
-
 def score_main(f) -> int:
   check_flags(f)
   texts, contexts, where = _inputs(f)
@@ -101,19 +89,19 @@ def score_main(f) -> int:
   results = scorer.score_ids(text_ids, context_ids, f.order,
                              on_progress=progress.update)
   progress.finish()
-  lines, total, count = [], 0.0, 0
+  rows, total, count = [], 0.0, 0
   for i, (text, result) in enumerate(zip(texts, results)):
     summary = scoring.summarize(result["log_probs"])
     total += summary["sum"]
     count += summary["count"]
-    lines.append(json.dumps({
+    rows.append({
         "text": text, "context": contexts[i] if contexts else "",
         "order": f.order,
         "pieces": [tokenizer.id_to_piece(t) for t in result["ids"]],
         "ids": result["ids"],
         "log_probs": [float(x) for x in result["log_probs"]],
-        **summary}, ensure_ascii=False))
-  _write(lines, f)
+        **summary})
+  write_jsonl(rows, f.output_file)
   mean = total / count if count else None
   report = {"texts": len(texts), "pieces": count, "order": f.order,
             "mean_log_prob": mean,

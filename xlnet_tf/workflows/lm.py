@@ -4,11 +4,14 @@ name (validated before anything is loaded), and the output-file rule."""
 
 from __future__ import annotations
 
+import json
 import os
-from typing import Optional, Tuple
+import sys
+from typing import Iterable, Optional, Tuple
 
 from absl import flags
 
+from data_utils.atomic import atomic_path
 from data_utils.errors import UsageError, check_positive, check_writable_dir
 from data_utils.tokenization import SentencePieceTokenizer
 from xlnet_tf.io import check_checkpoint
@@ -88,3 +91,15 @@ def load_from_flags(f, need_lm_head: bool = True
                      f"{tokenizer.vocab_size} pieces, more than the model's "
                      f"n_token {lm.config.n_token}")
   return lm, tokenizer
+
+
+def write_jsonl(rows: Iterable[dict], output_file: Optional[str]) -> None:
+  """One JSON line per row (UTF-8 kept as is) to `output_file`, written
+  beside it and renamed into place, or to stdout when it is None."""
+  lines = [json.dumps(row, ensure_ascii=False) + "\n" for row in rows]
+  if not output_file:
+    sys.stdout.writelines(lines)
+    return
+  with atomic_path(output_file) as tmp:
+    with open(tmp, "w", encoding="utf-8") as out:
+      out.writelines(lines)
