@@ -18,115 +18,41 @@ hold is reported, not silently dropped: the report lists what was converted,
 what the source lacked (missing: left at its fresh initial value) and what
 the model had no place for (unused). original/native targets get an
 `xlnet_config.json` beside the checkpoint. Errors are one line; exit code 2.
+
+Run options (attention type, bi_data, clamp_len, memory, dropout) shape no
+weight, but an HF target records them in config.json and transformers
+computes with them. They come from the `run_options.json` that
+`run_pretrain.py` writes beside its checkpoints (found beside the source or
+in the folder above it, or named by `--run_options`), or from an HF
+source's config.json, and the flags of the same names override them:
+
+    python -m xlnet_tf.convert --from=pretrain/model_dir --model=lm \
+        --to=hf/mine --to_format=hf --clamp_len=512
 """
 
 from __future__ import annotations
 
-import dataclasses
 import glob
 import os
 import re
 import sys
 from typing import List, Optional, Sequence
 
-from absl import flags
 
-from data_utils.errors import UsageError, UserError, one_line, run_main
+from data_utils.errors import UsageError, read_json, run_main
 from xlnet_tf.checkpoint_files import is_native_checkpoint, resolve_checkpoint
-from xlnet_tf.config import RunOptions, XLNetConfig
+from xlnet_tf.config import ConfigError, RunOptions, XLNetConfig
 from xlnet_tf.io import (is_hf_directory, load_hf_weights,
                          load_native_checkpoint, load_original_checkpoint,
                          open_checkpoint, read_hf_config,
                          save_native_checkpoint, save_original_checkpoint)
-from xlnet_tf.io.hf_config import ARCHITECTURES, HF_CONFIG, config_from_hf
+from xlnet_tf.convert_args import (CONFIG_NAME, DEFAULT_PREFIX, FLAGS,
+                                   PROGRAM, RUN_OPTION_FLAGS, RUN_OPTIONS,
+                                   ConvertArgs, ConvertError, parse_args)
+from xlnet_tf.io.hf_config import HF_CONFIG, config_from_hf
 from xlnet_tf.io.hf_files import HF_WEIGHTS
 from xlnet_tf.io.hf_names import MASK_EMB
-from xlnet_tf.pretrained import build_model, save_hf_weights
-from xlnet_tf.tasks import SUMMARY_TYPES
-
-MODELS = tuple(ARCHITECTURES)
-FORMATS = ("original", "native", "hf")
-CONFIG_NAME = "xlnet_config.json"
-DEFAULT_PREFIX = "model.ckpt"
-PROGRAM = "convert: error"
-
-# Its own flag set: importing this module (tests, other tools) adds nothing
-# to the global absl flags the run_*.py scripts define.
-FLAGS = flags.FlagValues()
-flags.DEFINE_string("from", None, "checkpoint prefix or directory, or an HF "
-                    "directory", flag_values=FLAGS)
-flags.DEFINE_string("to", None, "checkpoint prefix (a directory gets "
-                    f"{DEFAULT_PREFIX} in it) or an HF directory",
-                    flag_values=FLAGS)
-flags.DEFINE_enum("to_format", None, FORMATS, "the target's format",
-                  flag_values=FLAGS)
-flags.DEFINE_enum("from_format", "auto", ("auto",) + FORMATS,
-                  "normally detected", flag_values=FLAGS)
-flags.DEFINE_enum("model", None, MODELS, "the model the weights belong to "
-                  "(default: detected from the source; required for native "
-                  "sources)", flag_values=FLAGS)
-flags.DEFINE_string("task_name", None, "classification/regression/token "
-                    "classification scope (model/classification_<task>/"
-                    "logit); default: detected",
-                    flag_values=FLAGS)
-flags.DEFINE_integer("n_class", None, "classes (default: detected)",
-                     flag_values=FLAGS)
-flags.DEFINE_enum("summary_type", None, SUMMARY_TYPES,
-                  "sequence summary (default: detected, else last)",
-                  flag_values=FLAGS)
-flags.DEFINE_bool("use_summ_proj", None, "tanh projection in the summary "
-                  "(default: detected)", flag_values=FLAGS)
-flags.DEFINE_bool("untied_lm", False, "the LM head has its own weight "
-                  "(native sources; detected otherwise)", flag_values=FLAGS)
-flags.DEFINE_string("config", None, f"{CONFIG_NAME} (default: the one beside "
-                    "the source checkpoint, or the HF config.json)",
-                    flag_values=FLAGS)
-flags.DEFINE_bool("overwrite", False, "replace the target's files if they "
-                  "exist", flag_values=FLAGS)
-_REQUIRED = ("from", "to", "to_format")
-
-
-class ConvertError(UserError):
-  """A conversion that cannot be done as asked (one-line message)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class ConvertArgs:
-  """What a conversion is asked to do (the flags, `--from` as `source` and
-  `--to` as `target`)."""
-  source: str
-  target: str
-  to_format: str
-  from_format: str = "auto"
-  model: Optional[str] = None
-  task_name: Optional[str] = None
-  n_class: Optional[int] = None
-  summary_type: Optional[str] = None
-  use_summ_proj: Optional[bool] = None
-  untied_lm: bool = False
-  config: Optional[str] = None
-  overwrite: bool = False
-
-
-def parse_args(argv: Sequence[str]) -> ConvertArgs:
-  """`ConvertArgs` from the command line (without the program name); a bad
-  flag raises a one-line `UsageError`."""
-  FLAGS.unparse_flags()
-  try:
-    rest = FLAGS(["convert"] + list(argv))
-  except flags.Error as e:
-    raise UsageError(one_line(e)) from None
-  if rest[1:]:
-    raise UsageError(f"unexpected argument {rest[1]!r} (flags only)")
-  for name in _REQUIRED:
-    if FLAGS[name].value is None:
-      raise UsageError(f"--{name} is required")
-  values = {f.name: getattr(FLAGS, f.name)
-            for f in dataclasses.fields(ConvertArgs)
-            if f.name not in ("source", "target")}
-  return ConvertArgs(source=FLAGS["from"].value, target=FLAGS["to"].value,
-                     **values)
-
+from xlnet_tf.pretrained import build_model, file_beside, save_hf_weights
 
 def _detect_format(path: str) -> str:
   if is_hf_directory(path):
@@ -245,6 +171,34 @@ def check_target(args) -> None:
                          "another --to, or pass --overwrite to replace it")
 
 
+def run_options_of(args: ConvertArgs, fmt: str, options: RunOptions):
+  """`(RunOptions, where they came from)`: `options` (the source's: HF
+  config or the original defaults), then `run_options.json` (`--run_options`
+  or the one beside a TF source), then the run-option flags given."""
+  path = args.run_options
+  if path is None and fmt != "hf":
+    path = file_beside(resolve_checkpoint(args.source), RUN_OPTIONS)
+  where = "the HF config" if fmt == "hf" else "defaults"
+  if path:
+    data = read_json(path, ConvertError)
+    if not isinstance(data, dict):
+      raise ConvertError(f"{path}: not a JSON object of run options")
+    try:
+      options = RunOptions.from_dict({**options.to_dict(), **data})
+    except ConfigError as e:
+      raise ConvertError(f"{path}: {e}") from None
+    where = path
+  given = {k: getattr(args, k) for k in RUN_OPTION_FLAGS
+           if getattr(args, k) is not None}
+  if given:
+    try:
+      options = options.replace(**given)
+    except ConfigError as e:
+      raise UsageError(str(e)) from None
+    where += " and flags"
+  return options, where
+
+
 def _source_model(args: ConvertArgs, fmt: str):
   """`(model kind, XLNetConfig, RunOptions, head arguments)` of the source."""
   # The original's defaults; they shape no weight, and an HF target records
@@ -311,11 +265,14 @@ def convert(args: ConvertArgs) -> List[str]:
   lines = [f"from {args.source} ({fmt})"]
   notes: List[str] = []
   model, config, options, head = _source_model(args, fmt)
+  options, where = run_options_of(args, fmt, options)
   obj = build_model(model, config, options, **head)
   shown = ", ".join(f"{k}={v}" for k, v in sorted(head.items())
                     if _applies(k, model))
   lines.append(f"model {model} ({type(obj).__name__})" +
                (f": {shown}" if shown else ""))
+  lines.append(f"run options ({where}): " + ", ".join(
+      f"{k}={getattr(options, k)}" for k in RUN_OPTION_FLAGS))
   report, loaded = _load(obj, args, fmt, model, notes)
   lines += loaded
   # Only the pretrainer runs the query stream; the others' original layout

@@ -14,10 +14,10 @@ token_classification.
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Optional, Sequence, Tuple
 
+from data_utils.errors import read_json
 from xlnet_tf.checkpoint_files import CheckpointError, resolve_checkpoint
 from xlnet_tf.config import RunOptions, XLNetConfig
 from xlnet_tf.encoder import XLNetModel
@@ -170,7 +170,7 @@ def load_hf_model(directory: str, model: Optional[str] = None,
 _KEPT_OPTIONS = ("attn_type", "clamp_len", "same_length")
 
 
-def _beside(prefix: str, name: str) -> Optional[str]:
+def file_beside(prefix: str, name: str) -> Optional[str]:
   """`name` in the checkpoint's directory or the one above it (run_pretrain
   writes `model_dir/run_options.json` and `model_dir/original/...`)."""
   folder = os.path.dirname(os.path.abspath(prefix))
@@ -205,17 +205,17 @@ def load_language_model(path: str, model_config_path: Optional[str] = None,
     config = spec.config
   else:
     prefix = resolve_checkpoint(path)
-    config_path = model_config_path or _beside(prefix, "xlnet_config.json")
+    config_path = model_config_path or file_beside(prefix, "xlnet_config.json")
     if config_path is None:
       raise CheckpointError(f"{path}: no xlnet_config.json beside the "
                             "checkpoint; pass the model config")
     config = XLNetConfig.from_json(config_path)
     kept = {}
-    options_path = _beside(prefix, "run_options.json")
+    options_path = file_beside(prefix, "run_options.json")
     if options_path:
-      with open(options_path, encoding="utf-8") as f:
-        saved = json.load(f)
-      kept = {k: saved[k] for k in _KEPT_OPTIONS if k in saved}
+      saved = read_json(options_path, CheckpointError)
+      if isinstance(saved, dict):
+        kept = {k: saved[k] for k in _KEPT_OPTIONS if k in saved}
   options = RunOptions(**{**kept, **overrides, "dropout": 0.0,
                           "dropatt": 0.0})
   lm = build_model("lm", config, options)

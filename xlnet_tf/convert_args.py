@@ -1,0 +1,120 @@
+"""The command line of `python -m xlnet_tf.convert`: its flags (a FlagValues
+of its own, so importing adds nothing to the run_*.py scripts' global
+flags) and `ConvertArgs`, what a conversion is asked to do."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional, Sequence
+
+from absl import flags
+
+from data_utils.errors import UsageError, UserError, one_line
+from xlnet_tf.io.hf_config import ARCHITECTURES
+from xlnet_tf.tasks import SUMMARY_TYPES
+
+MODELS = tuple(ARCHITECTURES)
+FORMATS = ("original", "native", "hf")
+CONFIG_NAME = "xlnet_config.json"
+RUN_OPTIONS = "run_options.json"
+# The run options the flags of the same name override.
+RUN_OPTION_FLAGS = ("attn_type", "bi_data", "clamp_len", "same_length",
+                    "mem_len", "reuse_len", "dropout", "dropatt")
+DEFAULT_PREFIX = "model.ckpt"
+PROGRAM = "convert: error"
+
+FLAGS = flags.FlagValues()
+flags.DEFINE_string("from", None, "checkpoint prefix or directory, or an HF "
+                    "directory", flag_values=FLAGS)
+flags.DEFINE_string("to", None, "checkpoint prefix (a directory gets "
+                    f"{DEFAULT_PREFIX} in it) or an HF directory",
+                    flag_values=FLAGS)
+flags.DEFINE_enum("to_format", None, FORMATS, "the target's format",
+                  flag_values=FLAGS)
+flags.DEFINE_enum("from_format", "auto", ("auto",) + FORMATS,
+                  "normally detected", flag_values=FLAGS)
+flags.DEFINE_enum("model", None, MODELS, "the model the weights belong to "
+                  "(default: detected from the source; required for native "
+                  "sources)", flag_values=FLAGS)
+flags.DEFINE_string("task_name", None, "classification/regression/token "
+                    "classification scope (model/classification_<task>/"
+                    "logit); default: detected",
+                    flag_values=FLAGS)
+flags.DEFINE_integer("n_class", None, "classes (default: detected)",
+                     flag_values=FLAGS)
+flags.DEFINE_enum("summary_type", None, SUMMARY_TYPES,
+                  "sequence summary (default: detected, else last)",
+                  flag_values=FLAGS)
+flags.DEFINE_bool("use_summ_proj", None, "tanh projection in the summary "
+                  "(default: detected)", flag_values=FLAGS)
+flags.DEFINE_bool("untied_lm", False, "the LM head has its own weight "
+                  "(native sources; detected otherwise)", flag_values=FLAGS)
+flags.DEFINE_string("config", None, f"{CONFIG_NAME} (default: the one beside "
+                    "the source checkpoint, or the HF config.json)",
+                    flag_values=FLAGS)
+flags.DEFINE_bool("overwrite", False, "replace the target's files if they "
+                  "exist", flag_values=FLAGS)
+flags.DEFINE_string("run_options", None, f"{RUN_OPTIONS} of the run that "
+                    "wrote the source (default: the one beside the source "
+                    "checkpoint or in the folder above)", flag_values=FLAGS)
+flags.DEFINE_enum("attn_type", None, ["bi", "uni"], "run option (default: "
+                  "the source's)", flag_values=FLAGS)
+flags.DEFINE_bool("bi_data", None, "run option", flag_values=FLAGS)
+flags.DEFINE_integer("clamp_len", None, "run option", flag_values=FLAGS)
+flags.DEFINE_bool("same_length", None, "run option", flag_values=FLAGS)
+flags.DEFINE_integer("mem_len", None, "run option", flag_values=FLAGS)
+flags.DEFINE_integer("reuse_len", None, "run option", flag_values=FLAGS)
+flags.DEFINE_float("dropout", None, "run option", flag_values=FLAGS)
+flags.DEFINE_float("dropatt", None, "run option", flag_values=FLAGS)
+_REQUIRED = ("from", "to", "to_format")
+
+
+class ConvertError(UserError):
+  """A conversion that cannot be done as asked (one-line message)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ConvertArgs:
+  """What a conversion is asked to do (the flags, `--from` as `source` and
+  `--to` as `target`)."""
+  source: str
+  target: str
+  to_format: str
+  from_format: str = "auto"
+  model: Optional[str] = None
+  task_name: Optional[str] = None
+  n_class: Optional[int] = None
+  summary_type: Optional[str] = None
+  use_summ_proj: Optional[bool] = None
+  untied_lm: bool = False
+  config: Optional[str] = None
+  overwrite: bool = False
+  run_options: Optional[str] = None
+  attn_type: Optional[str] = None
+  bi_data: Optional[bool] = None
+  clamp_len: Optional[int] = None
+  same_length: Optional[bool] = None
+  mem_len: Optional[int] = None
+  reuse_len: Optional[int] = None
+  dropout: Optional[float] = None
+  dropatt: Optional[float] = None
+
+
+def parse_args(argv: Sequence[str]) -> ConvertArgs:
+  """`ConvertArgs` from the command line (without the program name); a bad
+  flag raises a one-line `UsageError`."""
+  FLAGS.unparse_flags()
+  try:
+    rest = FLAGS(["convert"] + list(argv))
+  except flags.Error as e:
+    raise UsageError(one_line(e)) from None
+  if rest[1:]:
+    raise UsageError(f"unexpected argument {rest[1]!r} (flags only)")
+  for name in _REQUIRED:
+    if FLAGS[name].value is None:
+      raise UsageError(f"--{name} is required")
+  values = {f.name: getattr(FLAGS, f.name)
+            for f in dataclasses.fields(ConvertArgs)
+            if f.name not in ("source", "target")}
+  return ConvertArgs(source=FLAGS["from"].value, target=FLAGS["to"].value,
+                     **values)
