@@ -1,13 +1,21 @@
 # The two commands a new user runs: `make test` and `make demo`.
-PYTHON ?= python3.11
-VENV := .venv
+# Python 3.10-3.13: `python3` when it is one of them, or `PYTHON=/path/to/python3.X`
+# (which gets its own `.venv-3.X`, so several versions live side by side).
+PYTHON ?= python3
+PYVER := $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
+SUPPORTED := 3.10 3.11 3.12 3.13
+VENV ?= $(if $(filter file,$(origin PYTHON)),.venv,.venv-$(PYVER))
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test venv clean demo
+.PHONY: test venv clean demo check-python
 
-$(STAMP): pyproject.toml
-	@test -x $(PY) || { command -v $(PYTHON) >/dev/null 2>&1 || { echo "make: $(PYTHON) not found; set PYTHON=/path/to/python3.11"; exit 1; }; $(PYTHON) -m venv $(VENV); }
+check-python:
+	@test -n "$(PYVER)" || { echo "make: $(PYTHON) not found or not a Python; xlnet-tf needs Python 3.10-3.13: set PYTHON=/path/to/python3.X"; exit 1; }
+	@case " $(SUPPORTED) " in *" $(PYVER) "*) ;; *) echo "make: $(PYTHON) is Python $(PYVER); xlnet-tf needs 3.10-3.13: set PYTHON=/path/to/python3.X"; exit 1;; esac
+
+$(STAMP): pyproject.toml | check-python
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test,hf]'
 	@touch $(STAMP)

@@ -152,3 +152,17 @@ def rte_flags(shared_path, tmp_path, config):
           f"--model_config_path={config}",
           f"--spiece_model_file={spiece_path(shared_path)}",
           f"--output_dir={tmp_path}/data", f"--model_dir={tmp_path}/model"]
+
+
+def event_scalars(directory):
+  """`{tag: {step: value}}` of the TensorBoard scalars in the event files of
+  `directory` (what TensorBoard would plot)."""
+  import glob
+  import tensorflow as tf
+  scalars = {}
+  for path in sorted(glob.glob(os.path.join(directory, "events.out.tfevents.*"))):
+    for event in tf.compat.v1.train.summary_iterator(path):
+      for value in event.summary.value:
+        number = float(tf.make_ndarray(value.tensor))
+        scalars.setdefault(value.tag, {})[event.step] = number
+  return scalars

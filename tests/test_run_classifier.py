@@ -21,7 +21,7 @@ from xlnet_tf.tasks.classification_serving import (classifier_features,
 from xlnet_tf.training.optimizer import layer_lr_factor, make_optimizer
 from xlnet_tf.tasks import ClassifierTask
 from xlnet_tf.training import TrainOptions
-from conftest import spiece_path
+from conftest import event_scalars, spiece_path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = xt.XLNetConfig(n_layer=2, d_model=16, n_head=2, d_head=8, d_inner=32,
@@ -202,6 +202,12 @@ def test_run_classifier_train_eval_predict_export(shared, tmp_path):
   assert all(r["num_examples"] == 277 for r in results["results"])
   assert results["best"]["accuracy"] == max(r["accuracy"]
                                             for r in results["results"])
+  # TensorBoard: every checkpoint's metrics at its step (float32 there).
+  scalars = event_scalars(tmp_path / "model" / "eval_dev")
+  assert set(scalars) == {"accuracy", "main", "majority_baseline"}
+  for r in results["results"]:
+    for key in scalars:
+      assert scalars[key][r["step"]] == pytest.approx(r[key], abs=1e-7)
   with open(tmp_path / "model" / "predictions" / "RTE.tsv") as f:
     rows = f.read().splitlines()
   assert rows[0] == "index\tprediction" and len(rows) == 3001

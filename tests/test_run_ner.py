@@ -12,7 +12,7 @@ import pytest
 import xlnet_tf as xt
 from data_utils.ner.reader import read_ner
 from tests.conlleval_reference import score_file
-from conftest import spiece_path
+from conftest import event_scalars, spiece_path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = xt.XLNetConfig(n_layer=2, d_model=32, n_head=2, d_head=16, d_inner=64,
@@ -78,6 +78,11 @@ def test_eval_reports_conlleval_scores_per_type(trained):
   assert results["labels"] == ["O", "B-LOC", "I-LOC", "B-MISC", "I-MISC",
                                "B-ORG", "I-ORG", "B-PER", "I-PER"]
   assert set(best["per_type"]) >= {"PER", "LOC", "ORG", "MISC"}
+  # TensorBoard holds the same figures, per type too, at the step.
+  scalars = event_scalars(trained["tmp"] / "model" / "eval_dev")
+  for key, value in (("f1", best["f1"]),
+                     ("per_type/PER/f1", best["per_type"]["PER"]["f1"])):
+    assert scalars[key] == {best["step"]: pytest.approx(value, abs=1e-7)}
   assert best["n_gold"] == 5942   # eng.testa's entities
   assert 0.0 <= best["majority_baseline_f1"] <= 1.0
   assert results["windows"]["split_sentences"] > 0

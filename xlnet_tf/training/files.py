@@ -1,5 +1,6 @@
 """The loop's files in `model_dir`: checkpoint numbering, what interrupted
-saves leave behind, and the JSON side files of a run."""
+saves leave behind, the JSON side files of a run, and evaluation scalars
+for TensorBoard."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import os
 import re
 import shutil
 from typing import Dict, List
+
+import tensorflow as tf
 
 from data_utils.atomic import write_json
 
@@ -73,3 +76,34 @@ def write_run_files(model_dir: str, files: Dict[str, dict]) -> None:
   os.makedirs(model_dir, exist_ok=True)
   for name, data in files.items():
     write_json(os.path.join(model_dir, name), data, indent=4)
+
+
+def scalar_metrics(result: dict, prefix: str = "") -> Dict[str, float]:
+  """The float metrics of an evaluation result, nested dicts (per entity
+  type, ...) flattened with '/'; counts and names are left out.
+
+  Example:
+    >>> scalar_metrics({"f1": 0.5, "step": 3, "per_type": {"PER": {"f1": 1.0}}})
+    {'f1': 0.5, 'per_type/PER/f1': 1.0}
+  """
+  scalars = {}
+  for key, value in result.items():
+    if isinstance(value, dict):
+      scalars.update(scalar_metrics(value, f"{prefix}{key}/"))
+    elif isinstance(value, float):
+      scalars[prefix + key] = value
+  return scalars
+
+
+def write_eval_scalars(model_dir: str, split: str, step: int,
+                       result: dict) -> str:
+  """Writes `scalar_metrics(result)` at `step` to TensorBoard event files in
+  `model_dir/eval_<split>` (beside the training curves in `train/`);
+  returns that directory."""
+  directory = os.path.join(model_dir, f"eval_{split}")
+  writer = tf.summary.create_file_writer(directory)
+  with writer.as_default(step=step):
+    for key, value in scalar_metrics(result).items():
+      tf.summary.scalar(key, value)
+  writer.close()
+  return directory

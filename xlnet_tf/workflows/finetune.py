@@ -21,7 +21,7 @@ from xlnet_tf.io import (check_init_checkpoint, load_checkpoint,
 from xlnet_tf.config import RunOptions, XLNetConfig, check_vocab
 from xlnet_tf.export_dir import check_export_dir
 from xlnet_tf.training import (TrainOptions, Trainer, TrainTask,
-                               checkpoint_number)
+                               checkpoint_number, write_eval_scalars)
 from xlnet_tf.workflows.common import training_checkpoints
 
 
@@ -172,7 +172,8 @@ class FinetuneWorkflow:
 
   def evaluate(self) -> dict:
     """Scores the newest (or, with eval_all_ckpt, every) checkpoint; writes
-    `eval_results_<split>.json` to model_dir."""
+    `eval_results_<split>.json` to model_dir, and each checkpoint's metrics
+    as TensorBoard scalars at its step to `model_dir/eval_<split>`."""
     opts = self.opts
     info = self.features(opts.eval_split, pad_to=opts.eval_batch_size)
     self.check_evaluable(info)
@@ -188,6 +189,8 @@ class FinetuneWorkflow:
                    {k: round(v, 4) for k, v in result.items()
                     if isinstance(v, float)})
       results.append(result)
+      write_eval_scalars(opts.train.model_dir, opts.eval_split,
+                         result["step"], result)
     summary = {"task": self.task_name, "split": opts.eval_split,
                **self.eval_fields(info), "results": results,
                "best": max(results, key=lambda r: r["main"])}
