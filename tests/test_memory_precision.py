@@ -65,7 +65,11 @@ def test_recompute_equals_plain_backward_with_dropout(two_stream, compiled,
   # ... and the recomputed layers replay its masks exactly.
   assert loss_rc == pytest.approx(loss, rel=1e-6)
   for var, g, g_rc in zip(plain.trainable_variables, grads, grads_rc):
-    np.testing.assert_allclose(g_rc, g, atol=1e-5, rtol=1e-5,
+    # Float32 sums of terms up to a few hundred (the embedding's gradient)
+    # differ in the last bits with the summation order, which threads vary:
+    # the tolerance follows the gradient's scale.
+    np.testing.assert_allclose(g_rc, g, rtol=1e-5,
+                               atol=1e-5 + 1e-6 * np.abs(g).max(),
                                err_msg=var.name)
   # The biases are sliced inside the recomputed function: their gradients
   # must survive it.
