@@ -18,6 +18,10 @@ $(STAMP): pyproject.toml | check-python
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test,hf]'
+	@# Where PyPI's torch is the CUDA build (every Python but the 3.11 CPU wheel
+	@# this machine holds), it brings triton, whose own LLVM crashes the process
+	@# beside TensorFlow's when transformers imports it; CPU work needs none.
+	@$(PY) -m pip uninstall --quiet --yes triton 2>/dev/null || true
 	@touch $(STAMP)
 
 venv: $(STAMP)
