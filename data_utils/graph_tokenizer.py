@@ -4,9 +4,8 @@
 `tokenization.SentencePieceTokenizer.encode_ids`: `preprocess_text`, the
 SentencePiece model and the "digit," re-split. It maps a batch of strings,
 `tf.string [B]`, to ragged ids, `tf.int32 [B, (n)]`; no Python runs at call
-time. The model lives in a tracked `tensorflow_text.SentencepieceTokenizer`
-resource and in constants of `tensorflow_text.FastSentencepieceTokenizer`,
-so a module holding a `GraphTokenizer` saves it with its functions.
+time. A module holding a `GraphTokenizer` saves it with its functions
+(what of the SentencePiece model that embeds: "Embedded" below).
 
 Exactness. Measured against the Python path: identical ids, cased and
 uncased, on all 43,319 corpus paragraphs, the 5,000 IMDB reviews, SQuAD dev
@@ -55,6 +54,13 @@ Residual differences: none found. Invalid UTF-8 (impossible from a Python
 `str`) is not covered, nor subword sampling (`encode_ids(sample=True)`),
 nor `remove_space=False`.
 
+Embedded: not the model file (which a SavedModel used to hold twice, plus
+its conversion for the fast encoder); `spiece_proto.split_model` says what
+each op gets instead. For XLNet's (798 KB), a SavedModel of a
+`GraphTokenizer` alone is 1.88 MB (it was 2.87 MB). id -> piece is one
+string constant of the pieces (336 KB); the re-split looks up the ids of
+the 2,941 pieces "▁x" where "x" is a piece too.
+
 Example (needs the model file):
   tok = GraphTokenizer("spiece.model")
   tok.tokenize(tf.constant(["born in 2000, and"]))
@@ -73,6 +79,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from data_utils.spiece_proto import read_model, split_model
 from data_utils.tokenization import (SPECIAL_SYMBOLS, SPIECE_UNDERLINE,
                                      TokenizerError)
 
@@ -162,15 +169,6 @@ def unicode_tables() -> _UnicodeTables:
       case_classes=np.asarray(classes, np.int32))
 
 
-def _read_model(model: Union[str, bytes]) -> bytes:
-  if isinstance(model, bytes):
-    return model
-  if not tf.io.gfile.exists(model):
-    raise TokenizerError(f"{model}: SentencePiece model not found")
-  with tf.io.gfile.GFile(model, "rb") as f:
-    return f.read()
-
-
 def _join_with_nul(parts: tf.RaggedTensor) -> tf.Tensor:
   """Inverse of `tf.strings.split(texts, sep="\\x00")` (reduce_join's
   `separator` attribute cannot hold U+0000)."""
@@ -179,6 +177,13 @@ def _join_with_nul(parts: tf.RaggedTensor) -> tf.Tensor:
           == tf.gather(parts.row_limits() - 1, parts.value_rowids()))
   flat = tf.strings.join([flat, tf.where(last, "", "\x00")])
   return tf.strings.reduce_join(parts.with_flat_values(flat), axis=-1)
+
+
+def _sparse_lookup(keys: tf.Tensor, values: tf.Tensor, x: tf.Tensor,
+                   default: tf.Tensor) -> tf.Tensor:
+  """values[i] where keys[i] == x, else default; keys [K] sorted, K > 0."""
+  pos = tf.minimum(tf.searchsorted(keys, x), tf.size(keys) - 1)
+  return tf.where(tf.gather(keys, pos) == x, tf.gather(values, pos), default)
 
 
 def _ragged_int64(ids: tf.RaggedTensor) -> tf.RaggedTensor:
@@ -201,7 +206,7 @@ class GraphTokenizer(tf.Module):
   def __init__(self, model: Union[str, bytes], lower: bool = False,
                keep_accents: bool = False, name: str = None):
     super().__init__(name=name)
-    proto = _read_model(model)
+    proto = read_model(model)
     where = model if isinstance(model, str) else "model bytes"
     self.lower = bool(lower)
     self.keep_accents = bool(keep_accents)
@@ -217,27 +222,36 @@ class GraphTokenizer(tf.Module):
       self._case_starts = tf.constant(tables.case_starts)
       self._case_classes = tf.constant(tables.case_classes)
       try:
-        # SentencePiece's normalizer, its unknown characters and the
-        # vocabulary both ways; a tracked resource.
-        self._vocab = tf_text.SentencepieceTokenizer(proto,
-                                                     out_type=tf.string)
+        split = split_model(proto)
+        # Normalizes and finds unknown characters; a tracked resource.
+        self._normalizer = tf_text.SentencepieceTokenizer(
+            split.normalizer, out_type=tf.string)
         # Segments as sentencepiece 0.2 does (see the module docstring).
-        self._segmenter = tf_text.FastSentencepieceTokenizer(proto)
-        specials = self._vocab.string_to_id(
-            tf.constant(list(SPECIAL_SYMBOLS))).numpy().tolist()
-        self._comma_id = int(self._vocab.string_to_id(",").numpy())
-        nul_pieces = self._vocab.tokenize(tf.constant(["a\x00b"]))
-        nul_ok = (b"\x00" in nul_pieces.flat_values.numpy().tolist()
-                  and int(self._vocab.string_to_id("\x00").numpy()) == 0)
+        self._segmenter = tf_text.FastSentencepieceTokenizer(split.segmenter)
+        nul_pieces = self._normalizer.tokenize(tf.constant(["a\x00b"]))
+        # sentencepiece's PieceToId: unknown strings get the unknown id.
+        index = {piece: i for i, piece in enumerate(split.pieces)}
+        unk = split.unk_id
+        if len(index) < len(split.pieces):
+          raise ValueError("a piece occurs twice")
       except (tf.errors.OpError, RuntimeError, ValueError) as e:
         raise TokenizerError(
             f"{where}: not a SentencePiece model ({e})") from None
-    for (symbol, expected), got in zip(SPECIAL_SYMBOLS.items(), specials):
-      if got != expected:
+      # id -> piece; the re-split's PieceToId(piece without its leading "▁")
+      # where that is a piece (-1: a sentinel key).
+      self._pieces = tf.constant(split.pieces)
+      strip = {i: index[p[1:]] for i, p in enumerate(split.pieces)
+               if p[:1] == SPIECE_UNDERLINE and p[1:] in index}
+      self._strip_keys = tf.constant([-1, *strip], tf.int32)
+      self._strip_values = tf.constant([unk, *strip.values()], tf.int32)
+    self._unk_id, self._comma_id = unk, index.get(",", unk)
+    for symbol, expected in SPECIAL_SYMBOLS.items():
+      if index.get(symbol, unk) != expected:
         raise TokenizerError(
-            f"{where}: {symbol} has id {got}, XLNet needs {expected} (train "
-            "it with XLNet's special symbols)")
-    if not nul_ok:
+            f"{where}: {symbol} has id {index.get(symbol, unk)}, XLNet needs "
+            f"{expected} (train it with XLNet's special symbols)")
+    if (b"\x00" not in nul_pieces.flat_values.numpy().tolist()
+        or index.get("\x00", unk) != 0):
       # `_segment` stands U+0000 in for unknown characters.
       raise TokenizerError(
           f"{where}: U+0000 must stay an unknown character of the model")
@@ -277,10 +291,7 @@ class GraphTokenizer(tf.Module):
     cps = tf.strings.unicode_decode(texts, "UTF-8")
     flat = cps.flat_values
     n = tf.size(flat, out_type=tf.int64)
-    pos = tf.searchsorted(self._lower_keys, flat)
-    pos = tf.minimum(pos, tf.size(self._lower_keys) - 1)
-    hit = tf.gather(self._lower_keys, pos) == flat
-    lowered = tf.where(hit, tf.gather(self._lower_values, pos), flat)
+    lowered = _sparse_lookup(self._lower_keys, self._lower_values, flat, flat)
     # A capital sigma is final when the nearest code point before it that is
     # not case-ignorable is cased, and the nearest one after it is not.
     run = tf.searchsorted(self._case_starts, flat, side="right") - 1
@@ -308,13 +319,13 @@ class GraphTokenizer(tf.Module):
     # The older sentencepiece inside SentencepieceTokenizer breaks ties
     # between equal-score segmentations otherwise than sentencepiece 0.2, so
     # it only normalizes and finds unknown characters here.
-    pieces = self._vocab.tokenize(texts)
+    pieces = self._normalizer.tokenize(texts)
     flat = pieces.flat_values
     # The fast encoder charges an unknown character once per UTF-8 byte,
     # sentencepiece once per character: make each one byte long (U+0000 is
     # unknown too and normalizes to itself) so that path scores, and their
     # float rounding, agree.
-    flat = tf.where(tf.equal(self._vocab.string_to_id(flat), 0),
+    flat = tf.where(tf.equal(self._normalizer.string_to_id(flat), 0),
                     tf.strings.regex_replace(flat, "(?s).", "\x00"), flat)
     normalized = tf.strings.reduce_join(pieces.with_flat_values(flat),
                                         axis=-1)
@@ -332,7 +343,7 @@ class GraphTokenizer(tf.Module):
     flat = ids.flat_values
     n = tf.size(flat, out_type=tf.int64)
     # Unknown pieces come back as "<unk>"; they hold no digit nor comma.
-    pieces = self._vocab.id_to_string(flat)
+    pieces = tf.gather(self._pieces, flat)
     split = tf.strings.regex_full_match(pieces, self._digit_comma_re)
     picked = tf.boolean_mask(pieces, split)
     m = tf.size(picked, out_type=tf.int64)
@@ -343,12 +354,14 @@ class GraphTokenizer(tf.Module):
     values, rows = sub.flat_values, sub.value_rowids()
     first = (tf.range(tf.size(values, out_type=tf.int64))
              == tf.gather(sub.row_starts(), rows))
-    sub_pieces = self._vocab.id_to_string(values)
+    sub_pieces = tf.gather(self._pieces, values)
     # A piece that continued a word must not open one in its re-encoding.
     strip = (first & ~tf.gather(opens_word, rows)
              & tf.strings.regex_full_match(sub_pieces, "(?s)\u2581.*"))
     stripped = tf.strings.regex_replace(sub_pieces, "\\A\u2581", "")
-    values = tf.where(strip, self._vocab.string_to_id(stripped), values)
+    values = tf.where(strip, _sparse_lookup(self._strip_keys,
+                                            self._strip_values, values,
+                                            self._unk_id), values)
     keep = ~(strip & tf.equal(stripped, ""))
     resplit = tf.RaggedTensor.from_value_rowids(
         tf.boolean_mask(values, keep), tf.boolean_mask(rows, keep), nrows=m)
@@ -368,7 +381,7 @@ class GraphTokenizer(tf.Module):
                     preprocess: bool = True) -> tf.RaggedTensor:
     """Pieces of `encode_ids`: tf.string [B] -> tf.string [B, (n)]. Unlike
     `SentencePieceTokenizer.encode_pieces`, an unknown piece reads "<unk>"."""
-    return self._vocab.id_to_string(self.encode_ids(texts, preprocess))
+    return tf.gather(self._pieces, self.encode_ids(texts, preprocess))
 
   @tf.function(input_signature=[tf.TensorSpec([None], tf.string)],
                autograph=False)

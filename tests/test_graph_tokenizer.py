@@ -2,8 +2,9 @@
 
 Reference: `SentencePieceTokenizer.encode_ids` (data_utils/tokenization.py)
 on the released XLNet model; targeted strings, real text (corpus, SST-2 dev,
-IMDB reviews), every code point through `preprocess`, and a SavedModel round
-trip.
+IMDB reviews), every code point through `preprocess`, a SavedModel round
+trip and what it embeds of the model, and a model whose pieces hold a
+character that is no piece of its own.
 """
 
 import glob
@@ -14,6 +15,8 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
+from sentencepiece import sentencepiece_model_pb2
+from tensorflow.core.protobuf import saved_model_pb2
 
 from data_utils.graph_tokenizer import GraphTokenizer
 from data_utils.tokenization import (SentencePieceTokenizer, TokenizerError,
@@ -198,6 +201,57 @@ def test_saved_model_round_trip(model_path, tokenizers, real_text, tmp_path):
   # The tokenizer's own saved function, ragged output.
   ragged = loaded.tokenizer.tokenize(tf.constant(texts[:3]))
   assert ragged.to_list() == [python.encode_ids(t) for t in texts[:3]]
+
+
+def test_saved_model_embeds_pieces_once(model_path, tmp_path):
+  """saved_model.pb of a module holding a tokenizer (and its `tokenize`):
+  the model file occurs 0 times; exactly one constant holds the piece list;
+  the SentencepieceOp (written twice: graph and restoring function) holds
+  the model's normalizer with only the unknown, control, user-defined and
+  one-character pieces."""
+  module = tf.Module()
+  module.tokenizer = GraphTokenizer(model_path)
+  tf.saved_model.save(module, str(tmp_path / "tok"))
+  saved = (tmp_path / "tok" / "saved_model.pb").read_bytes()
+  with open(model_path, "rb") as f:
+    proto = f.read()
+  assert saved.count(proto) == 0
+  model = sentencepiece_model_pb2.ModelProto.FromString(proto)
+  graph = saved_model_pb2.SavedModel.FromString(saved).meta_graphs[0].graph_def
+  nodes = list(graph.node) + [node for function in graph.library.function
+                              for node in function.node_def]
+  pieces = [p.piece.encode("utf-8") for p in model.pieces]
+  assert sum(node.op == "Const"
+             and list(node.attr["value"].tensor.string_val) == pieces
+             for node in nodes) == 1
+  reduced = [p for p in model.pieces
+             if p.type != p.NORMAL or len(p.piece) == 1]
+  embedded = [sentencepiece_model_pb2.ModelProto.FromString(
+      node.attr["model"].s) for node in nodes if node.op == "SentencepieceOp"]
+  assert len(embedded) == 2
+  for got in embedded:
+    assert list(got.pieces) == reduced
+    assert got.normalizer_spec == model.normalizer_spec
+    assert got.trainer_spec == model.trainer_spec
+
+
+def test_unknown_character_inside_pieces(model_path, real_text, tmp_path):
+  # Without the piece "z", "z" is unknown alone but not in the 490 pieces
+  # that hold it: the normalizer must get the whole model to tell.
+  model = sentencepiece_model_pb2.ModelProto()
+  with open(model_path, "rb") as f:
+    model.ParseFromString(f.read())
+  z = [p.piece for p in model.pieces].index("z")
+  assert z > 8 and model.pieces[z].type == model.pieces[z].NORMAL
+  del model.pieces[z]
+  path = str(tmp_path / "no_z.model")
+  with open(path, "wb") as f:
+    f.write(model.SerializeToString())
+  graph, python = GraphTokenizer(path), SentencePieceTokenizer(path)
+  texts = TARGETED + real_text["sst2_dev"][:200] + [
+      "z", "zz Zz", "Pizza, jazz and zebra", "1,z0, z1,2 ٢z٢zz"]
+  assert any(0 in python.encode_ids(t) for t in texts)
+  assert mismatches(graph, python, texts) == []
 
 
 def test_bad_model(tmp_path):
