@@ -10,9 +10,11 @@ Yelp, Amazon, DBpedia, AG News, or your own TSV/CSV).
         --learning_rate=2e-5 --train_steps=4000 --warmup_steps=500
 
 Flags follow the original `run_classifier.py`; `--init_checkpoint` takes an
-original TF1 checkpoint or one written by this project. After training, a
-SavedModel with feature and raw-text signatures goes to `--export_dir`
-(default `model_dir/saved_model`).
+original TF1 checkpoint or one written by this project. After training, the
+last checkpoint is exported under `--export_dir` (default
+`model_dir/saved_model`) as TF Serving versions: `features/<step>` (plain
+TensorFlow), `text/<step>` (raw-text signatures; needs tensorflow_text)
+and, with `--export_tflite`, `tflite/<step>` (float32 and int8).
 
 Long documents (IMDB, Yelp, ...): `--max_segments=4 --max_seq_length=128
 --mem_len=128` reads up to 4 x 128 tokens per text as consecutive segments

@@ -13,9 +13,11 @@ CoNLL-2003 or your own CoNLL-layout / JSONL files.
 Evaluation reports entity precision, recall and F1 overall and per type as
 conlleval computes them, and token accuracy; predictions are written in the
 CoNLL layout (`word gold predicted`) and as JSONL with character offsets.
-After training, a SavedModel with a features signature and a raw-text
-signature (entities with character offsets, a tag per word) goes to
-`--export_dir` (default `model_dir/saved_model`).
+After training, the last checkpoint is exported under `--export_dir`
+(default `model_dir/saved_model`) as TF Serving versions: `features/<step>`
+(the features signature, plain TensorFlow) and `text/<step>` (also the
+raw-text signature: entities with character offsets, a tag per word; needs
+tensorflow_text); `--export_tflite` adds `tflite/<step>`.
 """
 
 from absl import app, flags

@@ -7,9 +7,11 @@ at real data):
   2. build pretraining TFRecords with precomputed permutations
   3. pretrain a small XLNet (memory, two-stream attention, bi_data)
   4. fine-tune it on an SST-2 sample; evaluate against the majority class
-  5. export a SavedModel (done by step 4) and query it with raw text from a
-     fresh process
-  6. print where everything is, the figures, and how to scale up
+  5. export (done by step 4: the versioned features and raw-text
+     SavedModels) and query the raw-text export from a fresh process
+  6. query the features export with TensorFlow's stock `saved_model_cli`
+     (no TF Text) on the same sentences
+  7. print where everything is, the figures, and how to scale up
 
 Re-running reuses what is built (`--fresh` starts over). `--tiny` shrinks
 every stage (the test suite runs it).
@@ -25,9 +27,12 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 from absl import app, flags
 
+from data_utils.classification.features import convert_example
 from data_utils.errors import run_main
+from data_utils.tokenization import SentencePieceTokenizer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "demo", "data")
@@ -79,6 +84,32 @@ flags.DEFINE_string("workdir", os.path.join(ROOT, "out", "demo"),
                     "Where every stage writes.")
 flags.DEFINE_bool("tiny", False, "Even smaller flags (what the tests run).")
 flags.DEFINE_bool("fresh", False, "Delete the workdir first.")
+
+
+FEATURE_KEYS = ("input_ids", "segment_ids", "input_mask")
+
+
+def write_query_features(path: str, sentences, spiece: str,
+                         length: int) -> str:
+  """The classifier features of `sentences` (`[B, length]`, as the
+  fine-tuning records) in an .npz the stock CLI reads. Returns `path`."""
+  tokenizer = SentencePieceTokenizer(spiece)
+  rows = [convert_example(tokenizer.encode_ids(t), None, length)
+          for t in sentences]
+  np.savez(path, **{k: np.array([r[k] for r in rows], np.float32
+                                if k == "input_mask" else np.int32)
+                    for k in FEATURE_KEYS})
+  return path
+
+
+def cli_output(text: str, key: str) -> list:
+  """The rows of output `key` in `saved_model_cli run`'s printout."""
+  found = re.search(r"Result for output key " + key + r":\s*\[(.*?)\]\]",
+                    text, re.S)
+  if not found:
+    raise RuntimeError(f"no output {key!r} in saved_model_cli's answer")
+  return [[float(x) for x in row.replace("[", "").split()]
+          for row in found.group(1).split("]") if row.strip()]
 
 
 def demo() -> int:
@@ -164,7 +195,11 @@ def demo() -> int:
 
   # 4. Fine-tuning (the export to a SavedModel is part of training).
   clf_dir = os.path.join(work, "sst2_model")
-  stage(os.path.join(clf_dir, "saved_model", "saved_model.pb"),
+  exports = os.path.join(clf_dir, "saved_model")
+  step = str(s["clf_steps"])  # the exported checkpoint's: the last
+  text_export = os.path.join(exports, "text", step)
+  features_export = os.path.join(exports, "features", step)
+  stage(os.path.join(text_export, "saved_model.pb"),
         "4. fine-tune on the SST-2 sample, evaluate, export",
       [py, "run_classifier.py", "--task_name=sst-2",
        f"--data_dir={DATA}/sst-2",
@@ -182,14 +217,13 @@ def demo() -> int:
   with open(os.path.join(clf_dir, "eval_results_dev.json")) as f:
     best = json.load(f)["best"]
 
-  # 5. Query the SavedModel from a fresh process.
-  saved = os.path.join(clf_dir, "saved_model")
+  # 5. Query the raw-text export from a fresh process.
   sentences = ["a gripping , funny and moving film .",
                "the plot is dull and the acting is worse .",
                "an intelligent , beautifully made story ."]
   query = (
       "import json, tensorflow as tf, tensorflow_text\n"
-      f"m = tf.saved_model.load({saved!r})\n"
+      f"m = tf.saved_model.load({text_export!r})\n"
       f"out = m.signatures['serve_text'](text=tf.constant({sentences!r}))\n"
       "print('RESULT ' + json.dumps([[l.decode(), float(max(p))] for l, p in "
       "zip(out['label'].numpy(), out['probabilities'].numpy())]))\n")
@@ -197,7 +231,22 @@ def demo() -> int:
              [py, "-c", query], log("query"))
   answers = json.loads(re.search(r"RESULT (.*)", text).group(1))
 
-  # 6. Summary.
+  # 6. The features export through the stock CLI, on the same sentences.
+  queries = write_query_features(os.path.join(work, "queries.npz"),
+                                 sentences, spiece, s["clf_len"])
+  cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
+  text = run("6. query the features export with stock saved_model_cli",
+             [cli, "run", "--dir", features_export, "--tag_set", "serve",
+              "--signature_def", "serving_default", "--inputs",
+              ";".join(f"{k}={queries}[{k}]" for k in FEATURE_KEYS)],
+             log("saved_model_cli"))
+  cli_probs = cli_output(text, "probabilities")
+  if len(cli_probs) != len(answers) or any(
+      abs(max(p) - q) > 1e-4 for p, (_, q) in zip(cli_probs, answers)):
+    raise RuntimeError(f"saved_model_cli answered {cli_probs}, the raw-text "
+                       f"export {answers}")
+
+  # 7. Summary.
   summary = {
       "workdir": work,
       "sentencepiece_model": spiece,
@@ -206,7 +255,8 @@ def demo() -> int:
       "pretrained_original_layout": original,
       "pretraining_loss_curve": curve,
       "classifier_checkpoint": clf_dir,
-      "saved_model": saved,
+      "text_export": text_export,
+      "features_export": features_export,
       "sst2_dev_accuracy": best["accuracy"],
       "sst2_majority_baseline": best["majority_baseline"],
       "sst2_dev_examples": best["num_examples"],
@@ -223,11 +273,13 @@ artifacts under {work}
   pretraining records {os.path.join(records, 'tfrecords')}
   pretrained model    {pretrain_dir}  (original layout: {original})
   SST-2 classifier    {clf_dir}
-  SavedModel          {saved}
+  raw-text export     {text_export}
+  features export     {features_export}
 pretraining loss (every {s['iterations']} steps): {loss}
 SST-2 dev accuracy {best['accuracy']:.3f} on {best['num_examples']} sentences
   (majority-class baseline {best['majority_baseline']:.3f})
-raw-text queries from a fresh process:""")
+raw-text queries from a fresh process (the stock saved_model_cli on their
+features agrees):""")
   names = {"0": "negative", "1": "positive"}  # SST-2's labels
   for sentence, (label, prob) in zip(sentences, answers):
     print(f"  {names.get(label, label)} ({prob:.2f})  {sentence}")

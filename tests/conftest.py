@@ -6,6 +6,7 @@ tests that need it, saying so; in CI (CI=true) it is an error.
 
 import hashlib
 import os
+import re
 import subprocess
 import sys
 
@@ -166,3 +167,13 @@ def event_scalars(directory):
         number = float(tf.make_ndarray(value.tensor))
         scalars.setdefault(value.tag, {})[event.step] = number
   return scalars
+
+
+def cli_output(text, key):
+  """The rows of output `key` in TensorFlow's `saved_model_cli run`
+  printout (a `[B, C]` array)."""
+  found = re.search(r"Result for output key " + key + r":\s*\[(.*?)\]\]",
+                    text, re.S)
+  assert found, text[-2000:]
+  return [[float(x) for x in row.replace("[", "").split()]
+          for row in found.group(1).split("]") if row.strip()]

@@ -137,7 +137,8 @@ def test_export_refuses_a_file(model, tmp_path):
 def _opts(tmp_path, export_dir, model_dir=None):
   model_dir = model_dir or str(tmp_path / "model")
   return types.SimpleNamespace(
-      do_train=True, export_dir=export_dir, output_dir=str(tmp_path / "data"),
+      do_train=True, export_dir=export_dir, export_tflite=False,
+      output_dir=str(tmp_path / "data"),
       data_dir=str(tmp_path / "glue"), predict_dir=None,
       spiece_model_file=str(tmp_path / "spiece.model"),
       train=types.SimpleNamespace(model_dir=model_dir, init_checkpoint=None))
@@ -184,6 +185,11 @@ def test_preflight_default_export_dir_and_no_train(tmp_path):
   # Without --do_train the run exports nothing, so nothing to refuse.
   check_finetune_export(types.SimpleNamespace(**dict(vars(opts),
                                                      do_train=False)), task)
+  with pytest.raises(UserError) as e:
+    check_finetune_export(types.SimpleNamespace(**dict(
+        vars(opts), do_train=False, export_tflite=True)), task)
+  assert str(e.value) == ("--export_tflite: a run exports after training; "
+                          "add --do_train")
 
 
 # Replacing, permissions, interruptions --------------------------------------

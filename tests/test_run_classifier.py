@@ -16,12 +16,13 @@ from data_utils.classification import features as cf
 from data_utils.classification import reader as cd
 from data_utils.classification.records import build_features
 from data_utils.tokenization import SentencePieceTokenizer
+from xlnet_tf.export_dir import EXPORT_MARKER
 from xlnet_tf.tasks.classification_serving import (classifier_features,
                                                    export_classifier)
 from xlnet_tf.training.optimizer import layer_lr_factor, make_optimizer
 from xlnet_tf.tasks import ClassifierTask
 from xlnet_tf.training import TrainOptions
-from conftest import event_scalars, spiece_path
+from conftest import cli_output, event_scalars, spiece_path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = xt.XLNetConfig(n_layer=2, d_model=16, n_head=2, d_head=8, d_inner=32,
@@ -194,7 +195,7 @@ def test_run_classifier_train_eval_predict_export(shared, tmp_path):
       "--do_train", "--do_eval", "--do_predict", "--eval_all_ckpt",
       "--max_seq_length=32", "--train_batch_size=8", "--train_steps=20",
       "--save_steps=10", "--iterations=10", "--learning_rate=1e-4",
-      "--eval_batch_size=64", "--predict_batch_size=64"])
+      "--eval_batch_size=64", "--predict_batch_size=64", "--export_tflite"])
   assert res.returncode == 0, res.stderr[-3000:]
   with open(tmp_path / "model" / "eval_results_dev.json") as f:
     results = json.load(f)
@@ -214,8 +215,67 @@ def test_run_classifier_train_eval_predict_export(shared, tmp_path):
   assert rows[1].split("\t")[0] == "0"
   assert {r.split("\t")[1] for r in rows[1:]} <= {"entailment",
                                                  "not_entailment"}
-  assert os.path.exists(tmp_path / "model" / "saved_model" / "saved_model.pb")
   assert re.search(r"best checkpoint: step \d+", res.stdout)
+  # The exports: version 20 (the last checkpoint) of each servable.
+  exports = tmp_path / "model" / "saved_model"
+  assert sorted(os.listdir(exports)) == ["features", "text", "tflite",
+                                         EXPORT_MARKER]
+  for servable in ("features", "text", "tflite"):
+    assert os.listdir(exports / servable) == ["20"]
+  assert sorted(os.listdir(exports / "tflite" / "20")) == [
+      "float32.tflite", "int8.tflite", EXPORT_MARKER]
+  _features_export_without_tf_text(shared, exports, tmp_path)
+
+
+# Run in a process that never imports tensorflow_text: the features export
+# through plain TensorFlow, TensorFlow's own TFLite converter and
+# interpreter, and the exported .tflite files.
+_NO_TF_TEXT = """
+import json, sys
+import numpy as np, tensorflow as tf
+features_dir, tflite_dir, npz = sys.argv[1:4]
+f = dict(np.load(npz))
+m = tf.saved_model.load(features_dir)
+out = m.signatures["serving_default"](**{k: tf.constant(v)
+                                         for k, v in f.items()})
+def tflite(content):
+  runner = tf.lite.Interpreter(model_content=content).get_signature_runner()
+  return runner(**f)["logits"].tolist()
+with open(tflite_dir + "/float32.tflite", "rb") as g:
+  exported = tflite(g.read())
+converted = tflite(tf.lite.TFLiteConverter.from_saved_model(
+    features_dir).convert())
+assert "tensorflow_text" not in sys.modules, "tensorflow_text was imported"
+print(json.dumps({"saved_model": out["logits"].numpy().tolist(),
+                  "converted": converted, "float32": exported}))
+"""
+
+
+def _features_export_without_tf_text(shared, exports, tmp_path):
+  features = _python_features(shared, TEXTS_A, TEXTS_B, 32)
+  np.savez(tmp_path / "in.npz", **features)
+  text = tf.saved_model.load(str(exports / "text" / "20"))
+  expected = text.signatures["serve_text_pair"](
+      text_a=tf.constant(TEXTS_A), text_b=tf.constant(TEXTS_B))["logits"]
+  res = subprocess.run(
+      [sys.executable, "-c", _NO_TF_TEXT, str(exports / "features" / "20"),
+       str(exports / "tflite" / "20"), str(tmp_path / "in.npz")],
+      capture_output=True, text=True, timeout=300)
+  assert res.returncode == 0, res.stderr[-3000:]
+  out = json.loads(res.stdout.strip().splitlines()[-1])
+  for key in ("saved_model", "converted", "float32"):
+    np.testing.assert_allclose(out[key], expected, atol=1e-5, err_msg=key)
+  # TensorFlow's own saved_model_cli, as the README prints it.
+  npz = tmp_path / "in.npz"
+  res = subprocess.run(
+      [os.path.join(os.path.dirname(sys.executable), "saved_model_cli"),
+       "run", "--dir", str(exports / "features" / "20"), "--tag_set",
+       "serve", "--signature_def", "serving_default", "--inputs",
+       ";".join(f"{k}={npz}[{k}]" for k in features)],
+      capture_output=True, text=True, timeout=300)
+  assert res.returncode == 0, res.stderr[-3000:]
+  np.testing.assert_allclose(cli_output(res.stdout, "logits"), expected,
+                             atol=1e-5)
 
 
 def test_run_classifier_regression_predictions(shared, tmp_path):

@@ -60,7 +60,11 @@ def define_finetune_flags(defaults: dict) -> None:
   flags.DEFINE_string("model_dir", None, "Fine-tuned checkpoints.")
   flags.DEFINE_string("data_dir", None, "Task data.")
   flags.DEFINE_string("export_dir", None,
-                      "SavedModel directory (default model_dir/saved_model).")
+                      "Root of the versioned exports, <export_dir>/features|"
+                      "text|tflite/<step>/ (default model_dir/saved_model).")
+  flags.DEFINE_bool("export_tflite", False,
+                    "Also export the features model as TFLite, float32 and "
+                    "dynamic-range int8.")
   flags.DEFINE_integer("iterations", 100, "Steps per loop and log line.")
   define_performance_flags("Micro-batches per optimizer step "
                            "(train_batch_size is split over them).")
@@ -139,7 +143,8 @@ def finetune_options(f, options_cls, **extra):
       eval_all_ckpt=f.eval_all_ckpt, predict_ckpt=f.predict_ckpt,
       predict_dir=f.predict_dir, num_passes=f.num_passes,
       shuffle_buffer=f.shuffle_buffer, overwrite_data=f.overwrite_data,
-      export_dir=f.export_dir, seed=f.seed, **extra)
+      export_dir=f.export_dir, export_tflite=f.export_tflite, seed=f.seed,
+      **extra)
 
 
 def run_finetune_main(name: str, f, make_options: Callable, run: Callable
@@ -152,6 +157,8 @@ def run_finetune_main(name: str, f, make_options: Callable, run: Callable
       raise UsageError("nothing to do: pass --do_train, --do_eval and/or "
                        "--do_predict")
     result = run(make_options())
+    for servable, path in result.get("export", {}).items():
+      print(f"exported {servable}: {path}")
     if "eval" in result:
       best = result["eval"]["best"]
       print("best checkpoint: step {}: {}".format(

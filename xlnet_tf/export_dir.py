@@ -21,7 +21,7 @@ import secrets
 import shutil
 import sys
 import time
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 import tensorflow as tf
 from absl import logging
@@ -39,11 +39,12 @@ MARKER_FORMAT = 1
 EXPORT_KINDS = ("classifier", "regressor", "multiple_choice", "squad",
                 "token_classifier", "language_model")
 
-# What `tf.saved_model.save` writes at the top of an export, plus the marker;
+# What `tf.saved_model.save` writes at the top of an export, the TFLite
+# files of a TFLite export (`export_layout`), plus the marker;
 # `<name>.tmp<hex>` is TF's own temp file (a killed save may leave one).
 _EXPORT_ENTRY = re.compile(
     r"^(saved_model\.pb(txt)?|fingerprint\.pb|variables|assets|assets\.extra|"
-    + re.escape(EXPORT_MARKER) + r")(\.tmp[0-9a-f]*)?$")
+    r"[a-z0-9_]+\.tflite|" + re.escape(EXPORT_MARKER) + r")(\.tmp[0-9a-f]*)?$")
 
 # Temp directories beside the target: `.tmp-export-<host>-<pid>-<8 hex>`
 # (`-old` for a replaced export being removed). The host and pid say who
@@ -95,6 +96,64 @@ def check_export_dir(export_dir: str, kind: str, flag: str = "export_dir",
   wrote. `keep` maps flag names to paths the run reads or writes: the export
   may be none of them, nor contain one; inside `model_dir` it may not take a
   name training writes. Writes nothing."""
+  real = check_export_target(export_dir, kind, flag, keep, model_dir)
+  where = f"--{flag}={export_dir}"
+  if not os.path.exists(real):
+    check_writable_dir(export_dir, flag)
+    return
+  if not os.path.isdir(real):
+    raise UsageError(f"{where}: is a file, not an export directory; choose "
+                     "another path")
+  names = os.listdir(real)
+  if names:
+    if EXPORT_MARKER not in names:
+      raise unmarked(where, kind, names)
+    marker = check_marker_kind(real, kind, where)
+    extra = sorted(set(names) - set(marker.get("files", [])) -
+                   {EXPORT_MARKER})
+    if extra:
+      raise UserError(
+          f"{where}: holds files the export did not write ("
+          f"{', '.join(extra[:3])}{', ...' if len(extra) > 3 else ''}); move "
+          "them out or choose another directory")
+  parent = os.path.dirname(real)
+  if not os.access(parent, os.W_OK | os.X_OK):
+    raise UsageError(f"{where}: {parent} is not writable")
+
+
+def unmarked(where: str, kind: str, names) -> UserError:
+  """The refusal of a directory holding `names` and no marker."""
+  if "saved_model.pb" in names or "saved_model.pbtxt" in names:
+    return UserError(
+        f"{where}: holds a SavedModel without {EXPORT_MARKER} (older than "
+        "this check, or not an xlnet-tf export); remove it yourself or "
+        "choose another directory")
+  return UserError(
+      f"{where}: exists and is not an xlnet-tf {kind} export (no "
+      f"{EXPORT_MARKER}); choose another directory or remove it yourself")
+
+
+def check_marker_kind(path: str, kind: str, where: str) -> dict:
+  """The marker in `path`; a one-line UserError starting with `where` if it
+  is damaged or of another kind."""
+  marker = read_export_marker(path)
+  if marker is None:
+    raise UserError(f"{where}: its {EXPORT_MARKER} is damaged; choose "
+                    "another directory or remove it yourself")
+  if marker["kind"] != kind:
+    raise UserError(
+        f"{where}: holds an xlnet-tf {marker['kind']} export, not a {kind} "
+        "export; choose another directory or remove it yourself")
+  return marker
+
+
+def check_export_target(export_dir: str, kind: str, flag: str,
+                        keep: Optional[Dict[str, str]] = None,
+                        model_dir: Optional[str] = None) -> str:
+  """The checks of `check_export_dir` that do not look inside the path:
+  the kind is known, the path is given, it is none of `keep`'s paths nor
+  contains one, and it takes no name training writes in `model_dir`.
+  Returns the real path."""
   if kind not in EXPORT_KINDS:
     raise ValueError(f"unknown export kind {kind!r}")
   where = f"--{flag}={export_dir}"
@@ -116,41 +175,7 @@ def check_export_dir(export_dir: str, kind: str, flag: str = "export_dir",
     if _TRAINING_ENTRY.match(first):
       raise UsageError(f"{where}: training writes '{first}' in --model_dir="
                        f"{model_dir}; choose another directory")
-  if not os.path.exists(real):
-    check_writable_dir(export_dir, flag)
-    return
-  if not os.path.isdir(real):
-    raise UsageError(f"{where}: is a file, not an export directory; choose "
-                     "another path")
-  names = os.listdir(real)
-  if names:
-    if EXPORT_MARKER not in names:
-      if "saved_model.pb" in names or "saved_model.pbtxt" in names:
-        raise UserError(
-            f"{where}: holds a SavedModel without {EXPORT_MARKER} (older "
-            "than this check, or not an xlnet-tf export); remove it yourself "
-            "or choose another directory")
-      raise UserError(
-          f"{where}: exists and is not an xlnet-tf {kind} export (no "
-          f"{EXPORT_MARKER}); choose another directory or remove it yourself")
-    marker = read_export_marker(real)
-    if marker is None:
-      raise UserError(f"{where}: its {EXPORT_MARKER} is damaged; choose "
-                      "another directory or remove it yourself")
-    if marker["kind"] != kind:
-      raise UserError(
-          f"{where}: holds an xlnet-tf {marker['kind']} export, not a {kind} "
-          "export; choose another directory or remove it yourself")
-    extra = sorted(set(names) - set(marker.get("files", [])) -
-                   {EXPORT_MARKER})
-    if extra:
-      raise UserError(
-          f"{where}: holds files the export did not write ("
-          f"{', '.join(extra[:3])}{', ...' if len(extra) > 3 else ''}); move "
-          "them out or choose another directory")
-  parent = os.path.dirname(real)
-  if not os.access(parent, os.W_OK | os.X_OK):
-    raise UsageError(f"{where}: {parent} is not writable")
+  return real
 
 
 def remove_stale_export_temps(directory: str) -> List[str]:
@@ -255,8 +280,19 @@ def _remove_replaced(path: str) -> None:
 
 def save_atomically(module: tf.Module, signatures: dict, export_dir: str,
                     kind: str) -> str:
-  """`tf.saved_model.save` into a temp directory beside `export_dir`, with
-  the marker of `kind` and ordinary permissions, then moved into place. Only
+  """`tf.saved_model.save` of `module` with `signatures` through
+  `write_atomically`. Returns `export_dir`."""
+  return write_atomically(
+      export_dir, kind,
+      lambda tmp: tf.saved_model.save(module, tmp, signatures=signatures),
+      signatures=sorted(signatures))
+
+
+def write_atomically(export_dir: str, kind: str,
+                     write: Callable[[str], None], **marker_fields) -> str:
+  """`write(tmp)` fills a temp directory beside `export_dir` (with what
+  `_EXPORT_ENTRY` allows); it gets the marker of `kind` (plus
+  `marker_fields`) and ordinary permissions, then is moved into place. Only
   a path `check_export_dir` accepts is written; a previous export is swapped
   out in one step (or, where the file system cannot, renamed aside first),
   so a killed export leaves the old export or the new one, plus at most a
@@ -273,11 +309,10 @@ def save_atomically(module: tf.Module, signatures: dict, export_dir: str,
   try:
     with disk_full_is(f"{export_dir}: no space left on device while "
                       "exporting (a previous export there is kept)"):
-      tf.saved_model.save(module, tmp, signatures=signatures)
-      marker = {"format": MARKER_FORMAT, "kind": kind,
-                "files": sorted(os.listdir(tmp)),
-                "signatures": sorted(signatures),
-                "xlnet_tf_version": __version__}
+      write(tmp)
+      marker = dict(marker_fields, format=MARKER_FORMAT, kind=kind,
+                    files=sorted(os.listdir(tmp)),
+                    xlnet_tf_version=__version__)
       with open(os.path.join(tmp, EXPORT_MARKER), "w", encoding="utf-8") as f:
         f.write(json.dumps(marker, indent=2, sort_keys=True) + "\n")
       _set_ordinary_modes(tmp)

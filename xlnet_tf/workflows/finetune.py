@@ -1,25 +1,28 @@
 """The fine-tuning driver every task shares: preflight, training with the
 shared loop, evaluation of the last (or every) checkpoint, predictions,
-SavedModel export. A task's workflow (`workflows/<task>.py`) supplies its
-options, its `TrainTask`, its features, metrics, prediction files and
-export; the model, loss and signature live in `xlnet_tf/tasks/<task>.py`.
+versioned exports (`export_layout`). A task's workflow
+(`workflows/<task>.py`) supplies its options, its `TrainTask`, its
+features, metrics, prediction files and export; the model, loss and
+signature live in `xlnet_tf/tasks/<task>.py`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 from absl import logging
 
 from data_utils.atomic import write_json
-from data_utils.errors import UserError, check_positive, check_writable_dir
+from data_utils.errors import (UsageError, UserError, check_positive,
+                               check_writable_dir)
 from data_utils.tokenization import SentencePieceTokenizer
 from xlnet_tf.io import (check_init_checkpoint, load_checkpoint,
                          load_native_checkpoint)
 from xlnet_tf.config import RunOptions, XLNetConfig, check_vocab
-from xlnet_tf.export_dir import check_export_dir
+from xlnet_tf.export_layout import (check_export_root, prepare_export_root,
+                                    version_dir, write_tflite)
 from xlnet_tf.training import (TrainOptions, Trainer, TrainTask,
                                checkpoint_number, write_eval_scalars)
 from xlnet_tf.workflows.common import training_checkpoints
@@ -54,11 +57,13 @@ class FinetuneOptions:
   shuffle_buffer: int = 2048
   overwrite_data: bool = False
   export_dir: Optional[str] = None
+  export_tflite: bool = False
   seed: int = 0
 
 
 def default_export_dir(opts) -> str:
-  """Where a fine-tuning run (`FinetuneOptions`) exports."""
+  """The root of a fine-tuning run's (`FinetuneOptions`) versioned exports
+  (`export_layout`)."""
   return opts.export_dir or os.path.join(opts.train.model_dir, "saved_model")
 
 
@@ -68,12 +73,15 @@ def default_predict_dir(opts) -> str:
 
 
 def check_finetune_export(opts, task) -> None:
-  """The preflight check of a fine-tuning run's export (only a training run
-  exports): see `check_export_dir`."""
+  """The preflight check of a fine-tuning run's exports (only a training
+  run exports): see `check_export_root`."""
   if not opts.do_train:
+    if opts.export_tflite:
+      raise UsageError("--export_tflite: a run exports after training; add "
+                       "--do_train")
     return
   model_dir = opts.train.model_dir
-  check_export_dir(default_export_dir(opts), task.export_kind, keep={
+  check_export_root(default_export_dir(opts), task.export_kind, keep={
       "model_dir": model_dir, "output_dir": opts.output_dir,
       "data_dir": opts.data_dir,
       "predict_dir": default_predict_dir(opts),
@@ -103,6 +111,9 @@ class FinetuneWorkflow:
 
   task: TrainTask
   predict_split: str = "test"
+  # Whether the task has raw-text signatures (a `text` export beside the
+  # features one).
+  text_export: bool = True
 
   def __init__(self, opts: FinetuneOptions):
     self.opts = opts
@@ -139,7 +150,9 @@ class FinetuneWorkflow:
     """Writes the predictions of `checkpoint` on `info`; returns the path."""
     raise NotImplementedError
 
-  def export_model(self, model, export_dir: str) -> str:
+  def export_model(self, model, export_dir: str, text: bool) -> str:
+    """Exports `model` to the version directory `export_dir`: the features
+    signatures, and with `text` the raw-text ones too. Returns the path."""
     raise NotImplementedError
 
   # Steps ----------------------------------------------------------------
@@ -159,15 +172,19 @@ class FinetuneWorkflow:
         info, per_replica, training=True, skip=skip, ctx=ctx), per_replica)
     return trainer
 
-  def load_model(self, checkpoint: Optional[str] = None):
-    """The task model with the weights of `checkpoint` (default: newest)."""
-    checkpoint = checkpoint or (training_checkpoints(
-        self.opts.train.model_dir) or [None])[-1]
+  def newest_checkpoint(self) -> str:
+    """The newest checkpoint in model_dir (a one-line UserError if none)."""
+    checkpoint = (training_checkpoints(self.opts.train.model_dir)
+                  or [None])[-1]
     if checkpoint is None:
       raise UserError(f"{self.opts.train.model_dir}: no checkpoint (train "
                       "first, or pass a checkpoint)")
+    return checkpoint
+
+  def load_model(self, checkpoint: Optional[str] = None):
+    """The task model with the weights of `checkpoint` (default: newest)."""
     model = self.task.build_model()
-    load_native_checkpoint(model, checkpoint)
+    load_native_checkpoint(model, checkpoint or self.newest_checkpoint())
     return model
 
   def evaluate(self) -> dict:
@@ -217,11 +234,26 @@ class FinetuneWorkflow:
   def predict_dir(self) -> str:
     return default_predict_dir(self.opts)
 
-  def export(self, checkpoint: Optional[str] = None) -> str:
-    path = self.export_model(self.load_model(checkpoint),
-                             default_export_dir(self.opts))
-    logging.info("exported SavedModel to %s", path)
-    return path
+  def export(self, checkpoint: Optional[str] = None) -> Dict[str, str]:
+    """Exports `checkpoint` (default: newest) as version `<step>` of the
+    features export, the raw-text export (`text_export`) and, with
+    --export_tflite, the TFLite files. Returns `{servable: directory}`."""
+    checkpoint = checkpoint or self.newest_checkpoint()
+    root, kind = default_export_dir(self.opts), self.task.export_kind
+    step = checkpoint_number(checkpoint)
+    prepare_export_root(root, kind)
+    model = self.load_model(checkpoint)
+    paths = {"features": self.export_model(
+        model, version_dir(root, "features", step), text=False)}
+    if self.text_export:
+      paths["text"] = self.export_model(
+          model, version_dir(root, "text", step), text=True)
+    if self.opts.export_tflite:
+      paths["tflite"] = write_tflite(
+          paths["features"], version_dir(root, "tflite", step), kind)
+    for servable, path in paths.items():
+      logging.info("exported %s (step %d) to %s", servable, step, path)
+    return paths
 
   def preflight(self) -> None:
     """Checks every input this run will read and every place it will write

@@ -275,10 +275,11 @@ class NerWorkflow(FinetuneWorkflow):
     logging.info("wrote predictions for %d words to %s", data.n_words, path)
     return path
 
-  def export_model(self, model, export_dir):
+  def export_model(self, model, export_dir, text):
     return export_token_classifier(
         model, export_dir, self.opts.max_seq_length, self.opts.doc_stride,
-        self.labels, sp_model_path=self.opts.spiece_model_file,
+        self.labels,
+        sp_model_path=self.opts.spiece_model_file if text else None,
         lower=self.opts.uncased)
 
 

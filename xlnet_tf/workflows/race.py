@@ -33,6 +33,7 @@ class RaceOptions(FinetuneOptions):
 
 
 class RaceWorkflow(RecordsWorkflow):
+  text_export = False  # the features signature only
 
   def __init__(self, opts: RaceOptions):
     super().__init__(opts)
@@ -114,7 +115,7 @@ class RaceWorkflow(RecordsWorkflow):
     # RACE's test split has answers too; predict the evaluation split.
     return self.opts.eval_split
 
-  def export_model(self, model, export_dir):
+  def export_model(self, model, export_dir, text=False):
     return export_multiple_choice(model, export_dir, race_reader.N_CHOICE,
                                   self.opts.max_seq_length)
 

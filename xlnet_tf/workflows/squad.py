@@ -58,6 +58,7 @@ class SquadOptions(FinetuneOptions):
 class SquadWorkflow(FinetuneWorkflow):
   """Reads train_file / predict_file; answers and scores the predictions
   of predict_file (its evaluation split)."""
+  text_export = False  # the features signature only
 
   def __init__(self, opts: SquadOptions):
     super().__init__(opts)
@@ -243,7 +244,7 @@ class SquadWorkflow(FinetuneWorkflow):
                    info["path"], info["stats"])
     return out
 
-  def export_model(self, model, export_dir):
+  def export_model(self, model, export_dir, text=False):
     return export_squad(model, export_dir, self.opts.max_seq_length,
                         self.opts.start_n_top, self.opts.end_n_top)
 
