@@ -96,15 +96,11 @@ def check_export_dir(export_dir: str, kind: str, flag: str = "export_dir",
   wrote. `keep` maps flag names to paths the run reads or writes: the export
   may be none of them, nor contain one; inside `model_dir` it may not take a
   name training writes. Writes nothing."""
-  real = check_export_target(export_dir, kind, flag, keep, model_dir)
-  where = f"--{flag}={export_dir}"
-  if not os.path.exists(real):
-    check_writable_dir(export_dir, flag)
+  names = check_export_target(export_dir, kind, flag, keep, model_dir)
+  if names is None:
     return
-  if not os.path.isdir(real):
-    raise UsageError(f"{where}: is a file, not an export directory; choose "
-                     "another path")
-  names = os.listdir(real)
+  real = os.path.realpath(export_dir)
+  where = f"--{flag}={export_dir}"
   if names:
     if EXPORT_MARKER not in names:
       raise unmarked(where, kind, names)
@@ -149,11 +145,13 @@ def check_marker_kind(path: str, kind: str, where: str) -> dict:
 
 def check_export_target(export_dir: str, kind: str, flag: str,
                         keep: Optional[Dict[str, str]] = None,
-                        model_dir: Optional[str] = None) -> str:
-  """The checks of `check_export_dir` that do not look inside the path:
-  the kind is known, the path is given, it is none of `keep`'s paths nor
-  contains one, and it takes no name training writes in `model_dir`.
-  Returns the real path."""
+                        model_dir: Optional[str] = None
+                        ) -> Optional[List[str]]:
+  """The checks of `check_export_dir` before its look at what the
+  directory holds: the kind is known, the path is given, it is none of
+  `keep`'s paths nor contains one, it takes no name training writes in
+  `model_dir`, and it is a directory or can be made one. Returns the names
+  in the directory, None if it does not exist yet."""
   if kind not in EXPORT_KINDS:
     raise ValueError(f"unknown export kind {kind!r}")
   where = f"--{flag}={export_dir}"
@@ -175,7 +173,13 @@ def check_export_target(export_dir: str, kind: str, flag: str,
     if _TRAINING_ENTRY.match(first):
       raise UsageError(f"{where}: training writes '{first}' in --model_dir="
                        f"{model_dir}; choose another directory")
-  return real
+  if not os.path.exists(real):
+    check_writable_dir(export_dir, flag)
+    return None
+  if not os.path.isdir(real):
+    raise UsageError(f"{where}: is a file, not an export directory; choose "
+                     "another path")
+  return os.listdir(real)
 
 
 def remove_stale_export_temps(directory: str) -> List[str]:

@@ -28,7 +28,7 @@ from typing import Dict, Optional
 from absl import logging
 
 from data_utils.atomic import TEMP_PREFIX, write_json
-from data_utils.errors import UsageError, UserError, check_writable_dir
+from data_utils.errors import UsageError, UserError
 from xlnet_tf.export_dir import (EXPORT_MARKER, EXPORT_TEMP_PREFIX,
                                  check_export_dir, check_export_target,
                                  check_marker_kind, unmarked,
@@ -60,17 +60,12 @@ def check_export_root(export_dir: str, kind: str, flag: str = "export_dir",
   servables, each only versions of `kind` (and temp directories of
   exports). `keep` and `model_dir` as `check_export_dir`. Writes nothing.
   """
-  real = check_export_target(export_dir, kind, flag, keep, model_dir)
-  where = f"--{flag}={export_dir}"
-  if not os.path.exists(real):
-    check_writable_dir(export_dir, flag)
-    return
-  if not os.path.isdir(real):
-    raise UsageError(f"{where}: is a file, not an export directory; choose "
-                     "another path")
-  names = [n for n in os.listdir(real) if not n.startswith(TEMP_PREFIX)]
+  names = check_export_target(export_dir, kind, flag, keep, model_dir)
+  names = [n for n in names or [] if not n.startswith(TEMP_PREFIX)]
   if not names:
     return
+  real = os.path.realpath(export_dir)
+  where = f"--{flag}={export_dir}"
   if EXPORT_MARKER not in names:
     raise unmarked(where, kind, names)
   marker = check_marker_kind(real, kind, where)
