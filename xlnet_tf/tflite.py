@@ -8,9 +8,9 @@ custom ops), so that the plain LiteRT runtime runs it. The flatbuffer keeps
 the signature: the same name, the same input names, dtypes and shapes (batch
 dimension free), and ALL of the export's outputs, the string ones included
 (`label` of a classifier, `tags` of a token classifier are a builtin GATHER
-from a string table). Raw-text signatures (`serve_text`, in-graph
-SentencePiece) and the streaming ones (`serve_segment`, `initial_memory`)
-are left out: the tokenizer is a TF Text custom op.
+from a string table). Only `serving_default` is converted: the raw-text
+signatures (`serve_text`...) need the in-graph tokenizer, TF Text custom
+ops; the streaming ones (`serve_segment`, `initial_memory`) are not asked.
 
 Variants (`TFLITE_VARIANTS`):
   float32  the export's float32 graph as builtin ops; outputs equal the
