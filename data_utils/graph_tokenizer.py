@@ -60,12 +60,6 @@ each op gets instead. For XLNet's (798 KB), a SavedModel of a
 `GraphTokenizer` alone is 1.88 MB (it was 2.87 MB). id -> piece is one
 string constant of the pieces (336 KB); the re-split looks up the ids of
 the 2,941 pieces "▁x" where "x" is a piece too.
-
-Example (needs the model file):
-  tok = GraphTokenizer("spiece.model")
-  tok.tokenize(tf.constant(["born in 2000, and"]))
-  # <tf.RaggedTensor [[1094, 25, 1356, 19, 21]]>: the pieces
-  # "▁born" "▁in" "▁2000" "," "▁and", as the Python path gives them
 """
 
 from __future__ import annotations
@@ -394,6 +388,12 @@ class GraphTokenizer(tf.Module):
       # "▁In" "▁" "1,2" "34" "," "▁x" ("▁1,234," re-split)
     """
     return self.encode_ids(texts)
+
+  def decode(self, ids) -> tf.Tensor:
+    """Text of ids as sentencepiece's `DecodeIds`: int [B, (n)] -> tf.string
+    [B]. The fast encoder's decoder: a second SentencePiece op in the same
+    SavedModel would share the first one's model when loaded."""
+    return self._segmenter.detokenize(ids)
 
   def __call__(self, texts: tf.Tensor) -> tf.RaggedTensor:
     return self.tokenize(texts)

@@ -35,7 +35,6 @@ import types
 from typing import Optional, Sequence
 
 import tensorflow as tf
-import tensorflow_text as tf_text
 
 from data_utils.errors import UsageError, check_positive
 from data_utils.graph_tokenizer import GraphTokenizer
@@ -76,11 +75,11 @@ def prompt_features(ids: tf.RaggedTensor, length: int):
 
 
 class LanguageModelServer(tf.Module):
-  """The exported object: the LM, the tokenizer, a detokenizer and the
-  signatures. `stop_ids` end a text's generation (None: none do)."""
+  """The exported object: the LM, the tokenizer (which also decodes) and
+  the signatures. `stop_ids` end a text's generation (None: none do)."""
 
   def __init__(self, lm: XLNetPretrainer, tokenizer: GraphTokenizer,
-               spiece_model: bytes, max_seq_length: int,
+               max_seq_length: int,
                max_new_tokens: int,
                stop_ids: Optional[Sequence[int]] = None):
     super().__init__()
@@ -96,14 +95,12 @@ class LanguageModelServer(tf.Module):
     self.stop_ids = list(stop_ids) if stop_ids else None
     # Ids past the tokenizer's vocabulary have no text: never generated.
     self.vocab_size = tokenizer.vocab_size
-    with tf.init_scope():
-      self.detokenizer = tf_text.SentencepieceTokenizer(spiece_model)
 
   def _detokenize(self, ids, keep):
     """Text of the ids `[B, L]` where `keep`, special symbols dropped (as
     `decode_ids`)."""
     shown = keep & (ids >= len(SPECIAL_SYMBOLS))
-    return self.detokenizer.detokenize(tf.ragged.boolean_mask(ids, shown))
+    return self.tokenizer.decode(tf.ragged.boolean_mask(ids, shown))
 
   def _generate(self, text, **sampling):
     ids, mask, kept = prompt_features(self.tokenizer.tokenize(text),
@@ -183,13 +180,13 @@ def export_language_model(lm: XLNetPretrainer, spiece_model_file: str,
                        f"(0..{lm.encoder.config.n_token - 1})")
   check_export_dir(export_dir, EXPORT_KIND)
   try:
-    with open(spiece_model_file, "rb") as f:
-      spiece_model = f.read()
+    with open(spiece_model_file, "rb"):
+      pass  # readable: one line naming the flag, not the tokenizer's words
   except OSError as e:
     raise UsageError(f"--spiece_model_file={spiece_model_file}: "
                      f"{e.strerror}") from None
   tokenizer = GraphTokenizer(spiece_model_file, lower=uncased)
-  server = LanguageModelServer(lm, tokenizer, spiece_model, max_seq_length,
+  server = LanguageModelServer(lm, tokenizer, max_seq_length,
                                max_new_tokens, stop_ids)
   return save_atomically(server, server.signatures(), export_dir,
                          EXPORT_KIND)
