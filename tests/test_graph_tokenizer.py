@@ -15,7 +15,7 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
-from sentencepiece import sentencepiece_model_pb2
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from tensorflow.core.protobuf import saved_model_pb2
 
 from data_utils.graph_tokenizer import GraphTokenizer
@@ -203,6 +203,42 @@ def test_saved_model_round_trip(model_path, tokenizers, real_text, tmp_path):
   assert ragged.to_list() == [python.encode_ids(t) for t in texts[:3]]
 
 
+NORMAL = 1  # sentencepiece_model.proto's SentencePiece.Type
+
+
+def _model_proto_class():
+  """A ModelProto schema of its own (sentencepiece_model.proto's field
+  numbers, the specs kept as bytes): sentencepiece's generated module wants
+  a protobuf runtime as new as its gencode (7.36), which an install on
+  Python 3.10 does not get (6.32)."""
+  field = descriptor_pb2.FieldDescriptorProto
+  schema = descriptor_pb2.FileDescriptorProto(
+      name="xlnet_tf_test_spiece.proto", package="xlnet_tf_test",
+      syntax="proto2")
+  piece = schema.message_type.add(name="SentencePiece")
+  for name, number, kind, default in (
+      ("piece", 1, field.TYPE_STRING, None),
+      ("score", 2, field.TYPE_FLOAT, None),
+      ("type", 3, field.TYPE_INT32, str(NORMAL))):
+    piece.field.add(name=name, number=number, type=kind,
+                    label=field.LABEL_OPTIONAL, default_value=default)
+  model = schema.message_type.add(name="ModelProto")
+  model.field.add(name="pieces", number=1, type=field.TYPE_MESSAGE,
+                  label=field.LABEL_REPEATED,
+                  type_name=".xlnet_tf_test.SentencePiece")
+  for name, number in (("trainer_spec", 2), ("normalizer_spec", 3),
+                       ("self_test_data", 4), ("denormalizer_spec", 5)):
+    model.field.add(name=name, number=number, type=field.TYPE_BYTES,
+                    label=field.LABEL_OPTIONAL)
+  pool = descriptor_pool.DescriptorPool()
+  pool.Add(schema)
+  return message_factory.GetMessageClass(
+      pool.FindMessageTypeByName("xlnet_tf_test.ModelProto"))
+
+
+ModelProto = _model_proto_class()
+
+
 def test_saved_model_embeds_pieces_once(model_path, tmp_path):
   """saved_model.pb of a module holding a tokenizer (and its `tokenize`):
   the model file occurs 0 times; exactly one constant holds the piece list;
@@ -216,7 +252,7 @@ def test_saved_model_embeds_pieces_once(model_path, tmp_path):
   with open(model_path, "rb") as f:
     proto = f.read()
   assert saved.count(proto) == 0
-  model = sentencepiece_model_pb2.ModelProto.FromString(proto)
+  model = ModelProto.FromString(proto)
   graph = saved_model_pb2.SavedModel.FromString(saved).meta_graphs[0].graph_def
   nodes = list(graph.node) + [node for function in graph.library.function
                               for node in function.node_def]
@@ -225,8 +261,8 @@ def test_saved_model_embeds_pieces_once(model_path, tmp_path):
              and list(node.attr["value"].tensor.string_val) == pieces
              for node in nodes) == 1
   reduced = [p for p in model.pieces
-             if p.type != p.NORMAL or len(p.piece) == 1]
-  embedded = [sentencepiece_model_pb2.ModelProto.FromString(
+             if p.type != NORMAL or len(p.piece) == 1]
+  embedded = [ModelProto.FromString(
       node.attr["model"].s) for node in nodes if node.op == "SentencepieceOp"]
   assert len(embedded) == 2
   for got in embedded:
@@ -238,11 +274,11 @@ def test_saved_model_embeds_pieces_once(model_path, tmp_path):
 def test_unknown_character_inside_pieces(model_path, real_text, tmp_path):
   # Without the piece "z", "z" is unknown alone but not in the 490 pieces
   # that hold it: the normalizer must get the whole model to tell.
-  model = sentencepiece_model_pb2.ModelProto()
+  model = ModelProto()
   with open(model_path, "rb") as f:
     model.ParseFromString(f.read())
   z = [p.piece for p in model.pieces].index("z")
-  assert z > 8 and model.pieces[z].type == model.pieces[z].NORMAL
+  assert z > 8 and model.pieces[z].type == NORMAL
   del model.pieces[z]
   path = str(tmp_path / "no_z.model")
   with open(path, "wb") as f:
