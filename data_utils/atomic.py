@@ -1,12 +1,14 @@
 """Files that appear whole or not at all: write a temp file beside the
 target, then rename it into place (a crash leaves the old file, or none, and
-at most a temp file; the cache builders remove those of their directory on
-their next run).
+at most a temp file).
 
-Temp files are named `.tmp-xlnet-<host>-<pid>-<random>`: the prefix is this
-project's own and the host and process id say who writes it, so
-`remove_stale_temps` removes only files of ours whose writer is gone (a live
-writer's file, another host's on a shared disk, or any other file stays).
+One rule for every writer's temps: files and folders are named
+`.tmp-xlnet-<host>-<pid>-<random>`. The prefix is this project's own and the
+host and process id say who writes it, so `remove_stale_temps` removes only
+temps of ours whose writer is gone (a live writer's, another host's on a
+shared disk, or any other file stays). Every writer calls it on the folder
+it writes into before it writes (`atomic_path` and `temp_dir` do), so a
+killed run's temps go at the next run that writes there.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import socket
 import tempfile
 from typing import List
@@ -57,9 +60,9 @@ def writer_gone(host: str, pid: int) -> bool:
 
 
 def remove_stale_temps(directory: str) -> List[str]:
-  """Removes the temp files of this project in `directory` whose writing
-  process (on this host) is no longer running; returns their paths. Any
-  other file, and a live writer's temp file, is left alone.
+  """Removes the temp files and folders of this project in `directory`
+  whose writing process (on this host) is no longer running; returns their
+  paths. Any other file, and a live writer's temp, is left alone.
 
   Example:
     >>> import tempfile, os
@@ -84,13 +87,33 @@ def remove_stale_temps(directory: str) -> List[str]:
                                     int(match.group("pid"))):
       continue
     path = os.path.join(directory, name)
-    if os.path.isfile(path) and not os.path.islink(path):
-      try:
+    if os.path.islink(path):
+      continue
+    try:
+      if os.path.isdir(path):
+        shutil.rmtree(path)
+      elif os.path.isfile(path):
         os.remove(path)
-      except FileNotFoundError:
-        continue  # another run cleaned it first
-      removed.append(path)
+      else:
+        continue
+    except FileNotFoundError:
+      continue  # another run cleaned it first
+    removed.append(path)
   return removed
+
+
+@contextlib.contextmanager
+def temp_dir(directory: str):
+  """Yields a new temp folder (`temp_prefix()` + random) in `directory`,
+  after removing the stale temps there; removes it, and whatever is still
+  in it, when the block ends (a writer renames what it keeps out first)."""
+  os.makedirs(directory, exist_ok=True)
+  remove_stale_temps(directory)
+  path = tempfile.mkdtemp(dir=directory, prefix=temp_prefix())
+  try:
+    yield path
+  finally:
+    shutil.rmtree(path, ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -110,6 +133,7 @@ def atomic_path(path: str):
   """
   directory = os.path.dirname(os.path.abspath(path))
   os.makedirs(directory, exist_ok=True)
+  remove_stale_temps(directory)
   fd, tmp = tempfile.mkstemp(dir=directory, prefix=temp_prefix())
   os.close(fd)
   try:

@@ -12,13 +12,11 @@ Writes `<prefix>.model` and `<prefix>.vocab` atomically.
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 
 import sentencepiece as spm
 from absl import app, flags
 
-from data_utils.atomic import atomic_path
+from data_utils.atomic import atomic_path, temp_dir
 from data_utils.errors import (UsageError, UserError, check_positive,
                                check_writable_dir, run_main, text_problem)
 from data_utils.tokenization import SentencePieceTokenizer
@@ -37,6 +35,12 @@ def train_spiece(input_path: str, model_prefix: str, vocab_size: int = 8000,
   if not os.path.isfile(input_path):
     raise UsageError(f"{input_path}: no such input file")
   check_positive(vocab_size, "vocab_size", minimum=len(CONTROL) + 4)
+  if not os.path.basename(model_prefix) or model_prefix.endswith(
+      (os.sep, "/")) or os.path.isdir(model_prefix):
+    raise UsageError(f"--model_prefix={model_prefix}: names a folder; give a "
+                     "file prefix (e.g. {}) for <prefix>.model and "
+                     "<prefix>.vocab".format(
+                         os.path.join(model_prefix, "spiece")))
   check_writable_dir(os.path.dirname(os.path.abspath(model_prefix)),
                      "model_prefix", model_prefix)
   existing = [f"{model_prefix}.{ext}" for ext in ("model", "vocab")
@@ -52,25 +56,23 @@ def train_spiece(input_path: str, model_prefix: str, vocab_size: int = 8000,
     raise UserError(problem)
   directory = os.path.dirname(os.path.abspath(model_prefix))
   os.makedirs(directory, exist_ok=True)
-  tmp = tempfile.mkdtemp(dir=directory, prefix=".tmp-spiece-")
-  try:
+  with temp_dir(directory) as tmp:
     tmp_prefix = os.path.join(tmp, "m")
-    spm.SentencePieceTrainer.Train(
-        input=input_path, model_prefix=tmp_prefix, vocab_size=vocab_size,
-        model_type=model_type, character_coverage=character_coverage,
-        unk_id=0, bos_id=1, eos_id=2, pad_id=-1,
-        control_symbols=",".join(CONTROL),
-        user_defined_symbols=",".join(USER_DEFINED),
-        input_sentence_size=input_sentence_size, shuffle_input_sentence=True,
-        minloglevel=1)
+    try:
+      spm.SentencePieceTrainer.Train(
+          input=input_path, model_prefix=tmp_prefix, vocab_size=vocab_size,
+          model_type=model_type, character_coverage=character_coverage,
+          unk_id=0, bos_id=1, eos_id=2, pad_id=-1,
+          control_symbols=",".join(CONTROL),
+          user_defined_symbols=",".join(USER_DEFINED),
+          input_sentence_size=input_sentence_size,
+          shuffle_input_sentence=True, minloglevel=1)
+    except RuntimeError as e:
+      raise UserError(f"{input_path}: SentencePiece training failed: "
+                      f"{str(e).splitlines()[0]}") from None
     for ext in ("model", "vocab"):
       with atomic_path(f"{model_prefix}.{ext}") as out:
         os.replace(f"{tmp_prefix}.{ext}", out)
-  except RuntimeError as e:
-    raise UserError(f"{input_path}: SentencePiece training failed: "
-                     f"{str(e).splitlines()[0]}") from None
-  finally:
-    shutil.rmtree(tmp, ignore_errors=True)
   return f"{model_prefix}.model"
 
 

@@ -12,7 +12,7 @@ import pytest
 import xlnet_tf as xt
 from data_utils.ner.reader import read_ner
 from tests.conlleval_reference import score_file
-from conftest import event_scalars, spiece_path
+from conftest import event_scalars, spiece_path, tree_digest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = xt.XLNetConfig(n_layer=2, d_model=32, n_head=2, d_head=16, d_inner=64,
@@ -91,25 +91,26 @@ def test_eval_reports_conlleval_scores_per_type(trained):
 def test_predictions_one_tag_per_word_and_conlleval_agrees(trained):
   directory = trained["tmp"] / "model" / "predictions"
   unseen = read_ner(trained["unseen"])
-  predicted = read_ner(str(directory / "unseen.conll"))
+  predicted = read_ner(str(directory / "unseen.txt.predictions.conll"))
   # Exactly the input's words, sentences and documents, in order.
   assert [s.words for s in predicted.sentences] == \
       [s.words for s in unseen.sentences]
   assert [s.document for s in predicted.sentences] == \
       [s.document for s in unseen.sentences]
-  with open(directory / "unseen.conll", encoding="utf-8") as f:
+  with open(directory / "unseen.txt.predictions.conll", encoding="utf-8") as f:
     gold_column = [line.split()[1] for line in f
                    if line.strip() and not line.startswith("-DOCSTART-")]
   assert gold_column == [t for s in unseen.sentences for t in s.source_tags]
-  with open(directory / "unseen.results.json") as f:
+  with open(directory / "unseen.txt.results.json") as f:
     reported = json.load(f)
-  independent = score_file(str(directory / "unseen.conll"))
+  independent = score_file(str(directory / "unseen.txt.predictions.conll"))
   for key in ("f1", "precision", "recall"):
     assert independent[key] == pytest.approx(reported[key], abs=1e-12), key
   assert independent["per_type"] == pytest.approx(
       {t: m["f1"] for t, m in reported["per_type"].items()}, abs=1e-12)
   assert reported["n_predicted"] > 0
-  with open(directory / "unseen.jsonl", encoding="utf-8") as f:
+  with open(directory / "unseen.txt.predictions.jsonl",
+            encoding="utf-8") as f:
     rows = [json.loads(line) for line in f]
   assert [r["tags"] for r in rows] == \
       [s.source_tags for s in predicted.sentences]
@@ -140,8 +141,8 @@ def test_export_answers_raw_text_from_a_fresh_process(trained):
   with open(export / "xlnet_tf_export.json") as f:
     assert json.load(f)["kind"] == "token_classifier"
   rows = []
-  with open(trained["tmp"] / "model" / "predictions" / "unseen.jsonl",
-            encoding="utf-8") as f:
+  with open(trained["tmp"] / "model" / "predictions" /
+            "unseen.txt.predictions.jsonl", encoding="utf-8") as f:
     rows = [json.loads(line) for line in f][:120]
   res = subprocess.run([sys.executable, "-c", QUERY, str(export)],
                        input=json.dumps([r["text"] for r in rows]),
@@ -163,7 +164,7 @@ def test_predict_only_run_reads_the_saved_labels(trained):
              + [f"--predict_file={trained['testa']}", "--do_predict",
                 f"--predict_dir={tmp}/again"])
   assert res.returncode == 0, res.stderr[-3000:]
-  with open(tmp / "again" / "eng.results.json") as f:
+  with open(tmp / "again" / "eng.testa.results.json") as f:
     again = json.load(f)
   with open(tmp / "model" / "eval_results_dev.json") as f:
     evaluated = json.load(f)["best"]
@@ -182,17 +183,22 @@ def test_predict_untagged_jsonl(trained):
              + [f"--predict_file={tmp}/words.jsonl", "--do_predict",
                 f"--predict_dir={tmp}/words"])
   assert res.returncode == 0, res.stderr[-3000:]
-  assert sorted(os.listdir(tmp / "words")) == ["words.conll", "words.jsonl"]
-  with open(tmp / "words" / "words.conll", encoding="utf-8") as f:
+  assert sorted(os.listdir(tmp / "words")) == [
+      ".xlnet_tf_outputs.json", "words.jsonl.predictions.conll",
+      "words.jsonl.predictions.jsonl"]
+  with open(tmp / "words" / "words.jsonl.predictions.conll",
+            encoding="utf-8") as f:
     lines = f.read().split("\n")
-  tagged = read_ner(str(tmp / "model" / "predictions" / "unseen.conll"))
+  tagged = read_ner(str(tmp / "model" / "predictions" /
+                        "unseen.txt.predictions.conll"))
   expected = []
   for s in tagged.sentences[:80]:
     # Written in IOB2 (an untagged file has no scheme of its own).
     iob2 = s.tags   # the reader's IOB2 reading of the predictions
     expected += [f"{w} {t}" for w, t in zip(s.words, iob2)] + [""]
   assert lines == expected + [""]
-  with open(tmp / "words" / "words.jsonl", encoding="utf-8") as f:
+  with open(tmp / "words" / "words.jsonl.predictions.jsonl",
+            encoding="utf-8") as f:
     rows = [json.loads(line) for line in f]
   assert len(rows) == 80 and all("gold" not in r for r in rows)
 
@@ -216,3 +222,66 @@ def test_errors_are_one_line(trained, tmp_path):
   res = _run(trained["args"] + ["--do_eval", "--label_list=PER,LOC"])
   assert res.returncode == 2
   assert "was trained with labels" in res.stderr.strip().splitlines()[-1]
+  # A training file whose tags are all O names itself.
+  plain = tmp_path / "plain.txt"
+  plain.write_text("EU O\nrejects O\n\nGerman O\n")
+  res = _run(base + [f"--train_file={plain}", f"--model_dir={tmp_path}/m3",
+                     "--do_train"])
+  assert res.returncode == 2
+  assert res.stderr.strip().splitlines()[-1] == (
+      f"run_ner: {plain}: labels ['O']: no entity type to learn")
+
+
+def _predict(trained, predict_file, predict_dir, *extra):
+  return _run([a for a in trained["args"]
+               if not a.startswith("--predict_file")]
+              + [f"--predict_file={predict_file}", "--do_predict",
+                 f"--predict_dir={predict_dir}", *extra])
+
+
+def test_predictions_never_replace_a_users_file(trained, tmp_path):
+  """Two inputs with the same stem predicted into their own folder: each
+  keeps its whole name, the inputs and the user's files stay as they were,
+  and a user's file where an output would go stops the run first."""
+  folder = tmp_path / "data"
+  folder.mkdir()
+  testa = _conll_slice(trained["testa"], folder / "eng.testa", 0, 40)
+  testb = _conll_slice(trained["testa"], folder / "eng.testb", 40, 30)
+  # What the old naming (the input cut at its first dot) wrote over.
+  for name in ("eng.conll", "eng.jsonl", "eng.results.json"):
+    (folder / name).write_text(f"the user's {name}\n")
+  (folder / "eng.testb.predictions.jsonl").write_text("the user's notes\n")
+  users = tree_digest(folder)
+
+  res = _predict(trained, testa, folder)
+  assert res.returncode == 0, res.stderr[-3000:]
+  res = _predict(trained, testb, folder)
+  assert res.returncode == 2
+  assert res.stderr.strip().splitlines()[-1] == (
+      f"run_ner: --predict_dir={folder}: eng.testb.predictions.jsonl exists "
+      "and was not written by xlnet-tf (or was changed since); move it, or "
+      "pass --overwrite to replace it")
+  assert "ner inference" not in res.stderr   # refused before any work
+  os.rename(folder / "eng.testb.predictions.jsonl", tmp_path / "notes")
+  res = _predict(trained, testb, folder)
+  assert res.returncode == 0, res.stderr[-3000:]
+
+  after = tree_digest(folder)
+  for name, digest in users.items():
+    if name != "eng.testb.predictions.jsonl":
+      assert after[name] == digest, name
+  for source, n in ((testa, 40), (testb, 30)):
+    name = os.path.basename(source)
+    predicted = read_ner(str(folder / f"{name}.predictions.conll"))
+    assert [s.words for s in predicted.sentences] == \
+        [s.words for s in read_ner(source).sentences]
+    assert len(predicted.sentences) == n
+    with open(folder / f"{name}.results.json") as f:
+      assert json.load(f)["file"] == source
+
+  # A --predict_dir that is a file is refused before inference.
+  res = _predict(trained, testa, tmp_path / "notes")
+  assert res.returncode == 2
+  assert res.stderr.strip().splitlines()[-1] == (
+      f"run_ner: --predict_dir={tmp_path}/notes: {tmp_path}/notes is a file, "
+      "not a directory")

@@ -144,11 +144,15 @@ def test_workflow_prepro_and_v2_answers(shared, dev_path, tmp_path):
   assert metrics["best_f1"] >= 99.0 and metrics["best_f1_thresh"] == -5.0
   assert metrics["main"] == metrics["best_f1"] > metrics["f1"] - 1e-9
   workflow.write_answers(predictions, nbest, null_odds, metrics, "2.0")
-  with open(tmp_path / "pred" / "predictions_best_thresh.json") as f:
+  with open(tmp_path / "pred" /
+            "dev-v2.json.predictions_best_thresh.json") as f:
     thresholded = json.load(f)
   assert {q for q, t in thresholded.items() if not t} == impossible
-  for name in ("predictions", "nbest_predictions", "null_odds", "results"):
-    assert os.path.exists(tmp_path / "pred" / f"{name}.json")
+  # Each file keeps the input's whole name (and the ledger records them).
+  assert sorted(os.listdir(tmp_path / "pred")) == sorted(
+      [".xlnet_tf_outputs.json"] + [f"dev-v2.json.{name}.json" for name in (
+          "predictions", "nbest_predictions", "null_odds",
+          "predictions_best_thresh", "results")])
 
 
 def test_run_squad_end_to_end(shared, dev_path, tmp_path):
@@ -169,11 +173,12 @@ def test_run_squad_end_to_end(shared, dev_path, tmp_path):
       cwd=ROOT, capture_output=True, text=True, timeout=600)
   assert res.returncode == 0, res.stderr[-3000:]
   out = tmp_path / "model" / "predictions"
-  with open(out / "predictions.json") as f:
+  name = os.path.basename(predict)
+  with open(out / f"{name}.predictions.json") as f:
     predictions = json.load(f)
-  with open(out / "nbest_predictions.json") as f:
+  with open(out / f"{name}.nbest_predictions.json") as f:
     nbest = json.load(f)
-  with open(out / "null_odds.json") as f:
+  with open(out / f"{name}.null_odds.json") as f:
     null_odds = json.load(f)
   assert set(predictions) == set(nbest) == set(null_odds) == qids
   assert all(1 <= len(v) <= 5 for v in nbest.values())

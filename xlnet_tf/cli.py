@@ -53,6 +53,10 @@ def define_finetune_flags(defaults: dict) -> None:
   flags.DEFINE_bool("use_summ_proj", True, "Tanh projection in the summary.")
   # I/O.
   flags.DEFINE_bool("overwrite_data", False, "Rebuild cached features.")
+  flags.DEFINE_bool("overwrite", False,
+                    "Replace prediction and result files that exist but are "
+                    "not this project's unchanged output (by default such a "
+                    "file stops the run before any work).")
   flags.DEFINE_string("init_checkpoint", None,
                       "Original TF1 or xlnet-tf checkpoint to start from.")
   flags.DEFINE_string("output_dir", None, "Cached feature TFRecords.")
@@ -143,6 +147,7 @@ def finetune_options(f, options_cls, **extra):
       eval_all_ckpt=f.eval_all_ckpt, predict_ckpt=f.predict_ckpt,
       predict_dir=f.predict_dir, num_passes=f.num_passes,
       shuffle_buffer=f.shuffle_buffer, overwrite_data=f.overwrite_data,
+      overwrite=f.overwrite,
       export_dir=f.export_dir, export_tflite=f.export_tflite, seed=f.seed,
       **extra)
 

@@ -31,7 +31,8 @@ from absl import logging
 from absl import app, flags
 
 from data_utils.atomic import write_json
-from data_utils.errors import check_writable_dir, run_main, utf8_error
+from data_utils.errors import (UsageError, check_positive, check_writable_dir,
+                               run_main, utf8_error)
 from data_utils.fingerprint import file_sha256, files_sha256
 from data_utils.pretraining import examples
 from data_utils.pretraining.examples import DataError, PretrainDataConfig
@@ -197,6 +198,10 @@ def create_pretrain_data(input_paths: Sequence[str], cfg: PretrainDataConfig,
   """
   cfg.validate()
   check_writable_dir(save_dir, "save_dir")
+  check_positive(max_batches, "max_batches", minimum=0)
+  if not pass_ids or min(pass_ids) < 0:
+    raise UsageError(f"passes {list(pass_ids)}: need at least one pass, "
+                     "each id at least 0 (--num_passes >= 1, --pass_id >= 0)")
   if not 0 <= task < num_task:
     raise DataError(f"task ({task}) must be in [0, num_task={num_task})")
   if not input_paths:
@@ -264,14 +269,17 @@ def main(argv):
       perm_size=f.perm_size if f.perm_size else f.reuse_len,
       uncased=f.uncased, use_eod=f.use_eod,
       original_ngram_count=f.original_ngram_count)
-  if f.num_passes:
-    pass_ids = range(f.pass_id, f.pass_id + f.num_passes)
-  else:
-    pass_ids = [f.pass_id]
 
   def body():
+    check_positive(f.num_passes, "num_passes")
+    check_positive(f.pass_id, "pass_id", minimum=0)
+    check_positive(f.max_batches, "max_batches", minimum=0)
+    paths = sorted(glob.glob(f.input_glob))
+    if not paths:
+      raise UsageError(f"--input_glob={f.input_glob}: matches no file")
+    pass_ids = range(f.pass_id, f.pass_id + f.num_passes)
     infos = create_pretrain_data(
-        sorted(glob.glob(f.input_glob)), cfg, f.save_dir, f.sp_path,
+        paths, cfg, f.save_dir, f.sp_path,
         from_raw_text=f.from_raw_text, split=f.split, task=f.task,
         num_task=f.num_task, pass_ids=list(pass_ids), seed=f.seed,
         max_batches=f.max_batches)
@@ -301,8 +309,8 @@ _FLAGS = {
     "sp_path": (None, "SentencePiece model."),
     "save_dir": (None, "Output directory."),
     "pass_id": (0, "First pass id to write."),
-    "num_passes": (1, "Passes to write (pass_id, pass_id + 1, ...), each "
-                   "with its own permutations and spans."),
+    "num_passes": (1, "Passes to write (pass_id, pass_id + 1, ...; at "
+                   "least 1), each with its own permutations and spans."),
     "num_task": (1, "Machines sharing the input files."),
     "task": (0, "This machine's task id."),
     "seed": (0, "Random seed: same seed, same records."),

@@ -7,13 +7,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import tempfile
 from typing import Dict, List, Optional
 
 import numpy as np
 from safetensors.numpy import save_file
 
+from data_utils.atomic import temp_dir
 from xlnet_tf.checkpoint_files import DAMAGED, CheckpointError
 from xlnet_tf.config import ConfigError
 from xlnet_tf.io.hf_config import HF_CONFIG
@@ -115,9 +114,7 @@ def write_hf_directory(directory: str, config: dict,
   os.makedirs(parent, exist_ok=True)
   if os.path.exists(directory) and not os.path.isdir(directory):
     raise CheckpointError(f"{directory}: exists and is not a directory")
-  tmp = tempfile.mkdtemp(dir=parent,
-                         prefix=f".tmp-{os.path.basename(directory)}-")
-  try:
+  with temp_dir(parent) as tmp:
     # HF's loader wants format=pt in the metadata (what save_pretrained writes).
     save_file(tensors, os.path.join(tmp, HF_WEIGHTS),
               metadata={"format": "pt"})
@@ -139,5 +136,3 @@ def write_hf_directory(directory: str, config: dict,
     stale = os.path.join(directory, HF_INDEX)
     if os.path.isfile(stale):  # an older sharded save would shadow ours
       os.remove(stale)
-  finally:
-    shutil.rmtree(tmp, ignore_errors=True)

@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import tempfile
 from typing import Dict
 
 import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from data_utils.atomic import write_text
+from data_utils.atomic import temp_dir, write_text
 from xlnet_tf.building import build_once
 from xlnet_tf.checkpoint_files import (CheckpointError, open_checkpoint,
                                        read_tensor)
@@ -100,15 +98,12 @@ def save_original_checkpoint(obj, path: str,
   directory = os.path.dirname(os.path.abspath(path))
   basename = os.path.basename(path)
   os.makedirs(directory, exist_ok=True)
-  tmp_dir = tempfile.mkdtemp(dir=directory, prefix=".tmp-ckpt-")
-  try:
+  with temp_dir(directory) as tmp_dir:
     tf.raw_ops.SaveV2(prefix=os.path.join(tmp_dir, basename),
                       tensor_names=names, shape_and_slices=[""] * len(names),
                       tensors=[tensors[n] for n in names])
     for fname in sorted(os.listdir(tmp_dir)):
       os.replace(os.path.join(tmp_dir, fname), os.path.join(directory, fname))
-  finally:
-    shutil.rmtree(tmp_dir, ignore_errors=True)
   _write_state_file(directory, basename)
   return os.path.join(directory, basename)
 

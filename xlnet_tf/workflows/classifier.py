@@ -11,6 +11,7 @@ through the last `bptt_segments` of them."""
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Dict, List, Optional
 
 import numpy as np
@@ -188,7 +189,14 @@ class ClassifierWorkflow(RecordsWorkflow):
     return rows
 
   def prediction_file(self) -> str:
+    # Named after the task as GLUE's submission format wants; the ledger
+    # (`data_utils/outputs.py`) keeps another input's predictions from
+    # being replaced.
     return f"{GLUE_SUBMISSION.get(self.task_name, self.task_name)}.tsv"
+
+  def prediction_source(self) -> str:
+    return os.path.join(self.opts.data_dir, cd.split_files(
+        self.task_name, self.predict_split, self.opts.generic)[0])
 
   def write_predictions(self, checkpoint: str, info: dict) -> str:
     docs = self.documents(info)

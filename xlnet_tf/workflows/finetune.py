@@ -14,9 +14,9 @@ from typing import Dict, List, Optional
 
 from absl import logging
 
-from data_utils.atomic import write_json
 from data_utils.errors import (UsageError, UserError, check_positive,
                                check_writable_dir)
+from data_utils.outputs import check_outputs, write_output
 from data_utils.tokenization import SentencePieceTokenizer
 from xlnet_tf.io import (check_init_checkpoint, load_checkpoint,
                          load_native_checkpoint)
@@ -56,6 +56,9 @@ class FinetuneOptions:
   num_passes: int = 1
   shuffle_buffer: int = 2048
   overwrite_data: bool = False
+  # Replace prediction and result files that exist but are not this
+  # project's unchanged output (`data_utils/outputs.py`).
+  overwrite: bool = False
   export_dir: Optional[str] = None
   export_tflite: bool = False
   seed: int = 0
@@ -147,8 +150,23 @@ class FinetuneWorkflow:
     """Runs once the best checkpoint is known (e.g. writes its answers)."""
 
   def write_predictions(self, checkpoint: str, info: dict) -> str:
-    """Writes the predictions of `checkpoint` on `info`; returns the path."""
+    """Writes the predictions of `checkpoint` on `info` (each file with
+    `write_prediction`); returns the path of the main one."""
     raise NotImplementedError
+
+  def prediction_source(self) -> str:
+    """The input the predictions are made from (the file, or for a task
+    read from --data_dir, its split there)."""
+    return os.path.join(self.opts.data_dir or "", self.predict_split)
+
+  def prediction_names(self) -> List[str]:
+    """Every file name `write_predictions` may write in predict_dir."""
+    raise NotImplementedError
+
+  def result_names(self) -> List[str]:
+    """Every file name evaluation writes in predict_dir besides model_dir's
+    `eval_results_<split>.json` (SQuAD writes its answers there)."""
+    return []
 
   def export_model(self, model, export_dir: str, text: bool) -> str:
     """Exports `model` to the version directory `export_dir`: the features
@@ -211,14 +229,18 @@ class FinetuneWorkflow:
     summary = {"task": self.task_name, "split": opts.eval_split,
                **self.eval_fields(info), "results": results,
                "best": max(results, key=lambda r: r["main"])}
-    write_json(os.path.join(opts.train.model_dir,
-                            f"eval_results_{opts.eval_split}.json"), summary)
+    write_output(self.eval_results_path(), summary, "model_dir",
+                 opts.overwrite)
     self.after_evaluate(info, summary["best"])
     return summary
 
   def eval_fields(self, info: dict) -> dict:
     """What the evaluation summary says besides task, split and results."""
     return {}
+
+  def eval_results_path(self) -> str:
+    return os.path.join(self.opts.train.model_dir,
+                        f"eval_results_{self.opts.eval_split}.json")
 
   def predict(self, split: Optional[str] = None) -> str:
     opts = self.opts
@@ -233,6 +255,28 @@ class FinetuneWorkflow:
 
   def predict_dir(self) -> str:
     return default_predict_dir(self.opts)
+
+  def write_prediction(self, name: str, data) -> str:
+    """Writes `data` (text, or JSON for a `.json` name) as `name` in
+    predict_dir, atomically, where `check_outputs` allows; returns the path."""
+    source = self.prediction_source()
+    return write_output(os.path.join(self.predict_dir(), name), data,
+                        "predict_dir", self.opts.overwrite, source, [source])
+
+  def check_output_files(self) -> None:
+    """The preflight of every prediction and result file this run writes:
+    none may replace an input or a file this project did not write
+    (`data_utils/outputs.py`)."""
+    opts = self.opts
+    names = self.prediction_names() if opts.do_predict else []
+    names += self.result_names() if opts.do_eval else []
+    if names:
+      source = self.prediction_source()
+      check_outputs([os.path.join(self.predict_dir(), n)
+                     for n in dict.fromkeys(names)], "predict_dir",
+                    opts.overwrite, source, [source])
+    if opts.do_eval:
+      check_outputs([self.eval_results_path()], "model_dir", opts.overwrite)
 
   def export(self, checkpoint: Optional[str] = None) -> Dict[str, str]:
     """Exports `checkpoint` (default: newest) as version `<step>` of the
@@ -263,6 +307,7 @@ class FinetuneWorkflow:
     check_finetune_training(self.opts, self.tokenizer.vocab_size)
     check_finetune_export(self.opts, self.task)
     self.check_inputs()
+    self.check_output_files()
 
   def run(self) -> dict:
     """Does what the options ask; returns `{"eval", "predictions",

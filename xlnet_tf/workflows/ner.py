@@ -10,9 +10,11 @@ writes them to `model_dir/ner_labels.json`, which later runs read.
 Evaluation scores the predictions as `conlleval` would on the prediction
 file (gold as written in the input, predictions in the input's scheme),
 overall and per type, next to the majority-per-word baseline (each word's
-most frequent training tag). Predictions: `<name>.conll` (`word gold
-predicted`) and `<name>.jsonl` (entities with character offsets) in
-predict_dir, one tag for every input word.
+most frequent training tag). Predictions: the CoNLL layout (`word gold
+predicted`) and JSONL (entities with character offsets) in
+predict_dir, one tag for every input word, named after the input's whole
+name (`eng.testb.predictions.conll`, `.predictions.jsonl`, and
+`.results.json` for a tagged file).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from data_utils.atomic import write_json, write_text
+from data_utils.atomic import write_json
 from data_utils.errors import UsageError, UserError
 from data_utils.ner import predictions as ner_predictions
 from data_utils.ner.alignment import WordPieces
@@ -34,6 +36,7 @@ from data_utils.ner.features import NerFeatureSettings, merge_words
 from data_utils.ner.reader import NerData, read_ner
 from data_utils.ner.records import cached_ner_features, ner_dataset
 from data_utils.ner.schemes import label_list
+from data_utils.outputs import output_name
 from xlnet_tf.ner_metrics import entity_metrics, majority_baseline, \
     majority_tags
 from xlnet_tf.tasks import TokenClassificationTask, export_token_classifier
@@ -141,7 +144,12 @@ class NerWorkflow(FinetuneWorkflow):
     self.settings.validate()
     self.labels = self.resolve_labels()
     if len(self.labels) < 2:
-      raise UserError(f"labels {self.labels}: no entity type to learn")
+      source = (f"--label_list={','.join(opts.label_list)}"
+                if opts.label_list else self.read(opts.train_split).path
+                if opts.do_train else os.path.join(opts.train.model_dir,
+                                                   LABELS_FILE))
+      raise UserError(f"{source}: labels {self.labels}: no entity type to "
+                      "learn")
     self.task = TokenClassificationTask(opts.config, opts.run,
                                         len(self.labels), self.task_name,
                                         opts.max_seq_length)
@@ -254,24 +262,32 @@ class NerWorkflow(FinetuneWorkflow):
     return {"file": data.path, "scheme": data.scheme, "labels": self.labels,
             "num_words": data.n_words, "windows": info["stats"]}
 
+  def prediction_source(self) -> str:
+    return self.split_file(self.predict_split)
+
+  def prediction_names(self) -> List[str]:
+    source = self.prediction_source()
+    names = [output_name(source, ".predictions.conll"),
+             output_name(source, ".predictions.jsonl")]
+    if self.read(self.predict_split).tagged:
+      names.append(output_name(source, ".results.json"))
+    return names
+
   def write_predictions(self, checkpoint: str, info: dict) -> str:
     data: NerData = info["data"]
     predicted = self.predicted_tags(checkpoint, info,
                                     self.opts.predict_batch_size)
-    name = os.path.splitext(os.path.basename(data.path))[0] or "predictions"
-    directory = self.predict_dir()
-    path = os.path.join(directory, f"{name}.conll")
+    conll, jsonl, *results = self.prediction_names()
     docstart = not data.path.endswith(".jsonl")
-    write_text(path, "\n".join(ner_predictions.conll_lines(
-        data, predicted, with_docstart=docstart,
-        with_gold=data.tagged)) + "\n")
-    write_text(os.path.join(directory, f"{name}.jsonl"), "\n".join(
-        ner_predictions.jsonl_rows(data, predicted,
-                                   with_gold=data.tagged)) + "\n")
-    if data.tagged:
-      result = dict(self.score(data, predicted), checkpoint=checkpoint,
-                    step=checkpoint_number(checkpoint), file=data.path)
-      write_json(os.path.join(directory, f"{name}.results.json"), result)
+    path = self.write_prediction(conll, "\n".join(
+        ner_predictions.conll_lines(data, predicted, with_docstart=docstart,
+                                    with_gold=data.tagged)) + "\n")
+    self.write_prediction(jsonl, "\n".join(ner_predictions.jsonl_rows(
+        data, predicted, with_gold=data.tagged)) + "\n")
+    if results:
+      self.write_prediction(results[0], dict(
+          self.score(data, predicted), checkpoint=checkpoint,
+          step=checkpoint_number(checkpoint), file=data.path))
     logging.info("wrote predictions for %d words to %s", data.n_words, path)
     return path
 

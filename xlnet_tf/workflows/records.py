@@ -5,13 +5,11 @@ prediction rows."""
 
 from __future__ import annotations
 
-import os
 from typing import Dict, List, Sequence
 
 import numpy as np
 from absl import logging
 
-from data_utils.atomic import write_text
 from data_utils.classification.records import (build_features,
                                                classifier_dataset)
 from data_utils.errors import UserError
@@ -56,6 +54,9 @@ class RecordsWorkflow(FinetuneWorkflow):
 
   def prediction_file(self) -> str:
     return f"{self.task_name}.tsv"
+
+  def prediction_names(self) -> List[str]:
+    return [self.prediction_file()]
 
   # The driver's hooks ---------------------------------------------------
   def features(self, split: str, pad_to: int = 1, passes: int = 1) -> dict:
@@ -107,7 +108,7 @@ class RecordsWorkflow(FinetuneWorkflow):
     rows = self.prediction_rows(
         self.outputs(checkpoint, info, self.opts.predict_batch_size),
         info["examples"])
-    path = os.path.join(self.predict_dir(), self.prediction_file())
-    write_text(path, "\n".join(rows) + "\n")
+    path = self.write_prediction(self.prediction_file(),
+                                 "\n".join(rows) + "\n")
     logging.info("wrote %d predictions to %s", len(rows) - 1, path)
     return path

@@ -5,19 +5,21 @@ Training reads `train_file`, evaluation and prediction `predict_file`
 feature, the beam `start_top_log_probs / start_top_index [S]`,
 `end_top_log_probs / end_top_index [S * E]` and `cls_logits []`, which
 `data_utils.squad.evaluate.predict_answers` turns into answers. Prediction
-files, as the original: `predictions.json` (best span of every question),
-`nbest_predictions.json`, `null_odds.json` (smallest answer-class logit of a
-question's windows), and for v2.0 `predictions_best_thresh.json` (no answer
-where the null odds exceed the best-F1 threshold). Metrics (when the file
-has answers) are the original's plus the official script's; the checkpoint
-score is `target_eval_key`.
+files, the original's, each named after predict_file's whole name
+(`dev-v1.1.json.predictions.json`): `.predictions.json` (best span of every
+question), `.nbest_predictions.json`, `.null_odds.json` (smallest
+answer-class logit of a question's windows), for v2.0
+`.predictions_best_thresh.json` (no answer where the null odds exceed the
+best-F1 threshold), and `.results.json`, the metrics (when the file has
+answers): the original's plus the official script's; the checkpoint score
+is `target_eval_key`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 from absl import logging
@@ -27,13 +29,16 @@ from data_utils.squad.features import FeatureSettings
 from data_utils.squad.reader import SquadData, read_squad
 from data_utils.squad.records import (cached_features, read_feature_meta,
                                       squad_dataset)
-from data_utils.atomic import write_json
 from data_utils.errors import UsageError, UserError, check_positive
+from data_utils.outputs import output_name
 from xlnet_tf.tasks.squad import SQUAD_OUTPUTS, SquadTask, export_squad
 from xlnet_tf.training import checkpoint_number
 from xlnet_tf.workflows.common import run_inference
 from xlnet_tf.workflows.finetune import FinetuneOptions, FinetuneWorkflow
 
+# The prediction files, in `prediction_names`' order.
+ANSWER_FILES = ("predictions", "nbest_predictions", "null_odds",
+                "predictions_best_thresh", "results")
 TARGET_KEYS = ("best_f1", "best_exact", "has_ans_f1", "has_ans_exact", "f1",
                "exact_match", "exact")
 
@@ -179,22 +184,34 @@ class SquadWorkflow(FinetuneWorkflow):
     result["main"] = result[self.opts.target_eval_key]
     return result
 
+  def prediction_source(self) -> str:
+    return self.opts.predict_file
+
+  def prediction_names(self) -> List[str]:
+    """The original's files, each named after predict_file's whole name
+    (see the module docstring)."""
+    return [output_name(self.opts.predict_file, f".{name}.json")
+            for name in ANSWER_FILES]
+
+  def result_names(self) -> List[str]:
+    return self.prediction_names()  # the best checkpoint's answers
+
   def write_answers(self, predictions, nbest, null_odds,
                     metrics: Optional[dict], version: str) -> str:
-    """The original's prediction files (see the module docstring) in
-    predict_dir; returns the path of `predictions.json`."""
-    directory = self.predict_dir()
-    write_json(os.path.join(directory, "predictions.json"), predictions)
-    write_json(os.path.join(directory, "nbest_predictions.json"), nbest)
-    write_json(os.path.join(directory, "null_odds.json"), null_odds)
+    """The prediction files (`prediction_names`) in predict_dir; returns
+    the path of the predictions."""
+    names = dict(zip(ANSWER_FILES, self.prediction_names()))
+    path = self.write_prediction(names["predictions"], predictions)
+    self.write_prediction(names["nbest_predictions"], nbest)
+    self.write_prediction(names["null_odds"], null_odds)
     if metrics is not None and version.startswith("2"):
-      write_json(os.path.join(directory, "predictions_best_thresh.json"),
-                 se.apply_threshold(predictions, null_odds,
-                                    metrics["best_f1_thresh"]))
+      self.write_prediction(names["predictions_best_thresh"],
+                            se.apply_threshold(predictions, null_odds,
+                                               metrics["best_f1_thresh"]))
     if metrics is not None:
-      write_json(os.path.join(directory, "results.json"), metrics)
-    logging.info("wrote %d predictions to %s", len(predictions), directory)
-    return os.path.join(directory, "predictions.json")
+      self.write_prediction(names["results"], metrics)
+    logging.info("wrote %d predictions to %s", len(predictions), path)
+    return path
 
   # The driver's hooks ---------------------------------------------------
   def check_evaluable(self, info: dict) -> None:

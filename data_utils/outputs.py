@@ -1,0 +1,152 @@
+"""Prediction and result files, written into folders the user names
+(`--predict_dir`, `--model_dir`) without ever replacing a user's file.
+
+Each such folder keeps a ledger, `.xlnet_tf_outputs.json`: for every file
+this project wrote there, its sha256 and the input it was made from. A file
+that already exists is replaced only when
+
+- the ledger lists it with its current bytes (ours, and unchanged since),
+  and it was made from the same input (a re-run), or
+- the user passed `--overwrite` (`overwrite=True`);
+
+and never when it is one of the run's own inputs. Anything else is a
+one-line `UsageError` raised by `check_outputs`, which the scripts call in
+their preflight (before a model loads); `write_output` checks again at the
+moment of writing.
+
+A prediction file keeps its input's whole name (`output_name`), so two
+inputs with the same stem (`eng.testa`, `eng.testb`) never share an output.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from typing import Dict, Iterable, Optional
+
+from data_utils.atomic import write_json, write_text
+from data_utils.errors import UsageError, UserError
+
+LEDGER = ".xlnet_tf_outputs.json"
+_LEDGER_FORMAT = 1
+
+
+def output_name(input_path: str, suffix: str) -> str:
+  """The name of an output made from `input_path`: its whole base name,
+  then `suffix`.
+
+  >>> output_name("conll2003/eng.testb", ".predictions.conll")
+  'eng.testb.predictions.conll'
+  >>> output_name("dev/test.conll", ".predictions.conll")
+  'test.conll.predictions.conll'
+  """
+  return os.path.basename(os.path.normpath(input_path)) + suffix
+
+
+def _sha256(path: str) -> str:
+  digest = hashlib.sha256()
+  with open(path, "rb") as f:
+    for block in iter(lambda: f.read(1 << 20), b""):
+      digest.update(block)
+  return digest.hexdigest()
+
+
+def _source_id(source: Optional[str]) -> Optional[str]:
+  return None if source is None else os.path.abspath(source)
+
+
+def read_ledger(directory: str) -> Dict[str, dict]:
+  """`{name: {"sha256", "source"}}` of the files this project wrote in
+  `directory` (empty when it has no ledger). A ledger file that is not
+  ours is a one-line `UserError`: it is a user's file, never replaced."""
+  path = os.path.join(directory, LEDGER)
+  if not os.path.exists(path):
+    return {}
+  try:
+    with open(path, encoding="utf-8") as f:
+      ledger = json.load(f)
+    files = ledger["files"]
+    if ledger.get("format") != _LEDGER_FORMAT or not isinstance(files, dict):
+      raise ValueError
+  except (OSError, ValueError, KeyError, TypeError):
+    raise UserError(f"{path}: not the output ledger of xlnet-tf; move it "
+                    "away (it is not replaced)") from None
+  return files
+
+
+def _refusal(path: str, flag: str, overwrite: bool, source: Optional[str],
+             inputs: Iterable[str], ledger: Dict[str, dict]) -> Optional[str]:
+  """Why `path` may not be written, or None."""
+  name = os.path.basename(path)
+  where = f"--{flag}={os.path.dirname(path)}"
+  for given in inputs:
+    if os.path.exists(given) and os.path.exists(path) and \
+        os.path.samefile(given, path):
+      return f"{where}: {name} is the input {given}; it is never replaced"
+  if not os.path.lexists(path):
+    return None
+  if os.path.isdir(path) or os.path.islink(path):
+    return f"{where}: {name} exists and is not a file this run may replace"
+  if overwrite:
+    return None
+  entry = ledger.get(name)
+  if entry is None or entry.get("sha256") != _sha256(path):
+    return (f"{where}: {name} exists and was not written by xlnet-tf (or "
+            "was changed since); move it, or pass --overwrite to replace it")
+  if _source_id(source) != entry.get("source"):
+    return (f"{where}: {name} holds the output of {entry.get('source')}, "
+            f"not of {source}; use another --{flag}, or pass --overwrite")
+  return None
+
+
+def check_outputs(paths: Iterable[str], flag: str, overwrite: bool = False,
+                  source: Optional[str] = None, inputs: Iterable[str] = ()
+                  ) -> None:
+  """One-line `UsageError` (naming `--flag`, the folder and the file) if
+  any of `paths` may not be written (see the module docstring): `source` is
+  the input the outputs are made from, `inputs` every file the run reads.
+  A folder that is a file, or that cannot be made, is refused too. Writes
+  nothing."""
+  inputs = list(inputs)
+  ledgers: Dict[str, Dict[str, dict]] = {}
+  for path in paths:
+    directory = os.path.dirname(path) or "."
+    if directory not in ledgers:
+      _check_folder(directory, flag)
+      ledgers[directory] = read_ledger(directory) if os.path.isdir(
+          directory) else {}
+    why = _refusal(path, flag, overwrite, source, inputs, ledgers[directory])
+    if why:
+      raise UsageError(why)
+
+
+def _check_folder(directory: str, flag: str) -> None:
+  probe = os.path.abspath(directory)
+  while not os.path.exists(probe):
+    probe = os.path.dirname(probe)
+  if not os.path.isdir(probe):
+    raise UsageError(f"--{flag}={directory}: {probe} is a file, not a "
+                     "directory")
+  if not os.access(probe, os.W_OK | os.X_OK):
+    raise UsageError(f"--{flag}={directory}: {probe} is not writable")
+
+
+def write_output(path: str, data, flag: str, overwrite: bool = False,
+                 source: Optional[str] = None, inputs: Iterable[str] = ()
+                 ) -> str:
+  """Writes `data` (text, or a JSON-able value for a `.json` path) to
+  `path` atomically, if `check_outputs` allows it at this moment, and
+  records it in the folder's ledger. Returns `path`."""
+  check_outputs([path], flag, overwrite, source, inputs)
+  if isinstance(data, str):
+    write_text(path, data)
+  else:
+    write_json(path, data)
+  directory = os.path.dirname(path) or "."
+  ledger = read_ledger(directory)
+  ledger[os.path.basename(path)] = {"sha256": _sha256(path),
+                                    "source": _source_id(source)}
+  write_json(os.path.join(directory, LEDGER),
+             {"format": _LEDGER_FORMAT, "files": ledger})
+  return path
