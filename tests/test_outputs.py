@@ -14,6 +14,7 @@ import pytest
 
 from data_utils import atomic
 from data_utils.errors import UsageError, UserError, run_main
+from data_utils.lm.embedding_files import EmbeddingWriter
 from data_utils.outputs import LEDGER, check_outputs, write_output
 from data_utils.train_spiece import train_spiece
 from conftest import ROOT, corpus_slice, spiece_path, tree_digest
@@ -102,6 +103,22 @@ def test_every_writer_removes_the_temps_of_a_dead_writer(tmp_path):
     assert os.path.basename(tmp).startswith(atomic.temp_prefix())
     assert not (tmp_path / (dead + "again")).exists()
   assert not os.path.exists(tmp)
+
+
+def test_a_killed_embedding_runs_temps_go_at_the_next_run(tmp_path):
+  # What a SIGKILLed run_embed.py leaves: its writer's temps (a pid that no
+  # longer runs), beside the user's own file.
+  dead = [tmp_path / f"{atomic.TEMP_PREFIX}{atomic.host_name()}-999999999-{k}"
+          for k in ("a1", "b2")]
+  for path in dead:
+    path.write_bytes(b"partial")
+  (tmp_path / "notes.txt").write_text("mine")
+  with pytest.raises(RuntimeError):
+    with EmbeddingWriter(str(tmp_path / "out.jsonl"), [1], [0], 4,
+                         ["mean"]):
+      assert not any(p.exists() for p in dead)
+      raise RuntimeError("stop")  # an interrupted run leaves no file
+  assert os.listdir(tmp_path) == ["notes.txt"]
 
 
 def test_train_spiece_refuses_a_folder_prefix(shared, tmp_path):
