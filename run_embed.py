@@ -30,8 +30,10 @@ from data_utils.progress import Progress
 from xlnet_tf.tasks.embeddings import (POOLINGS, Embedder, check_attn_summary,
                                        embed_pieces, layer_indices,
                                        load_attn_summary)
-from xlnet_tf.workflows.lm import (check_lm_flags, check_output_file,
-                                   define_lm_flags, load_from_flags)
+from xlnet_tf.workflows.lm import (check_lm_flags, check_lm_model,
+                                   check_mem_len, check_output_file,
+                                   define_lm_flags, load_from_flags,
+                                   machine_memory)
 
 FLAGS = flags.FLAGS
 define_lm_flags(batch_size=8)
@@ -50,7 +52,7 @@ flags.DEFINE_bool("piece_vectors", True, "Write per-piece vectors (else "
 
 def _settings(f):
   """The flags checked (before any model is loaded): (layers, poolings,
-  output files)."""
+  output files, the model's config)."""
   check_lm_flags(f)
   if not f.input_file:
     raise UsageError("--input_file is required")
@@ -75,13 +77,16 @@ def _settings(f):
     check_output_file(path, "output_file", f.overwrite)
   if "attn" in poolings:
     check_attn_summary(f.init_checkpoint)
-  return layers, poolings, files
+  config = check_lm_model(f).config
+  return layers, poolings, files, config
 
 
 def _run():
   f = FLAGS
-  layers, poolings, files = _settings(f)
+  layers, poolings, files, config = _settings(f)
   texts = read_texts(f.input_file, f.text_column)
+  check_mem_len(f, config, max(min(f.batch_size, len(texts)), 1),
+                machine_memory())
   lm, tokenizer = load_from_flags(f, need_lm_head=False)
   try:
     layers = layer_indices(layers, lm.config.n_layer)

@@ -23,6 +23,7 @@ Without `--output_file` the lines go to stdout.
 """
 
 import json
+import math
 
 from absl import app, flags, logging
 
@@ -31,14 +32,18 @@ from data_utils.lm.texts import read_texts
 from data_utils.progress import Progress
 from data_utils.tokenization import EOD_ID
 from xlnet_tf.export_dir import check_export_dir
+from xlnet_tf.tasks.generation import check_sampling
 from xlnet_tf.tasks.generation_search import STRATEGIES, Generator
 from xlnet_tf.tasks.lm_serving import EXPORT_KIND, export_language_model
-from xlnet_tf.workflows.lm import (check_lm_flags, check_output_file,
+from xlnet_tf.workflows.lm import (check_lm_flags, check_lm_model,
+                                   check_new_tokens, check_output_file,
                                    define_lm_flags, load_from_flags,
-                                   write_jsonl)
+                                   machine_memory, write_jsonl)
 
 SAMPLING_FLAGS = ("temperature", "top_k", "top_p", "seed")
 BEAM_FLAGS = ("num_beams", "length_penalty")
+# The sampling seed is an int32 pair [seed, batch].
+SEED_RANGE = (-2 ** 31, 2 ** 31 - 1)
 
 
 def define_flags() -> None:
@@ -72,18 +77,26 @@ def define_flags() -> None:
                        "window: longer prompts keep their last pieces.")
 
 
-def _stop_ids(f):
-  ids = []
+def _stop_ids(f, vocab_size=None):
+  """The ids of --stop_ids, each a piece of the vocabulary (when
+  `vocab_size` is given: an id past it is never generated, so it would
+  never stop anything)."""
+  ids, shown = [], ",".join(f.stop_ids or [])
   for value in f.stop_ids or []:
     if not value.strip().isdigit():
-      raise UsageError(f"--stop_ids={','.join(f.stop_ids)}: {value!r} is not "
-                       "a token id")
+      raise UsageError(f"--stop_ids={shown}: {value!r} is not a token id")
     ids.append(int(value))
+    if vocab_size is not None and ids[-1] >= vocab_size:
+      raise UsageError(
+          f"--stop_ids={shown}: {ids[-1]} is not a token id of "
+          f"--spiece_model_file={f.spiece_model_file} ({vocab_size} pieces: "
+          f"ids 0..{vocab_size - 1}), so it could never be generated")
   return ids
 
 
-def check_flags(f) -> None:
-  """One-line UsageErrors, before any model is loaded."""
+def check_flags(f):
+  """One-line UsageErrors, before any model is loaded; returns the
+  `LMFiles` (config, tokenizer) the flags name."""
   check_lm_flags(f)
   exporting = bool(getattr(f, "export_dir", None))
   if f.input_file and f.prompt:
@@ -102,18 +115,42 @@ def check_flags(f) -> None:
     needs = "sample" if name in SAMPLING_FLAGS else "beam"
     if f[name].present and f.strategy != needs:
       raise UsageError(f"--{name}: only with --strategy={needs}")
-  if f.temperature <= 0:
-    raise UsageError(f"--temperature={f.temperature}: must be above 0")
-  if f.top_k < 0:
-    raise UsageError(f"--top_k={f.top_k}: must be 0 (off) or more")
-  if not 0 < f.top_p <= 1:
-    raise UsageError(f"--top_p={f.top_p}: must be in (0, 1]")
+  check_sampling(f.temperature, f.top_k, f.top_p)
+  if f.seed is not None and not SEED_RANGE[0] <= f.seed <= SEED_RANGE[1]:
+    raise UsageError(f"--seed={f.seed}: must be in {SEED_RANGE[0]}.."
+                     f"{SEED_RANGE[1]} (an int32)")
   check_positive(f.num_beams, "num_beams")
+  if not math.isfinite(f.length_penalty):
+    raise UsageError(f"--length_penalty={f.length_penalty}: must be a "
+                     "finite number")
   _stop_ids(f)
   if f.stop and any(not s for s in f.stop):
     raise UsageError("--stop: an empty string would stop at once")
   if f.output_file:
     check_output_file(f.output_file, "output_file", f.overwrite)
+  files = check_lm_model(f)
+  vocab = files.tokenizer.vocab_size
+  _stop_ids(f, vocab)
+  if f.strategy == "beam" and f.num_beams > vocab:
+    raise UsageError(f"--num_beams={f.num_beams}: more than the {vocab} "
+                     f"pieces of --spiece_model_file={f.spiece_model_file}")
+  if exporting:
+    # The export's prompt window is its longest prompt.
+    check_new_tokens(f.max_new_tokens, files.config, f.export_prompt_length,
+                     1, None)
+  return files
+
+
+def _check_size(f, files, prompts) -> None:
+  """--max_new_tokens after these prompts, decoded --batch_size (x
+  --num_beams) rows at a time, fits the positions and this machine's
+  memory."""
+  longest = max(len(files.tokenizer.encode_ids(p)) for p in prompts)
+  rows = min(f.batch_size, len(prompts))
+  if f.strategy == "beam":
+    rows *= f.num_beams
+  check_new_tokens(f.max_new_tokens, files.config, longest, rows,
+                   machine_memory())
 
 
 def _prompts(f):
@@ -134,17 +171,18 @@ def _prompts(f):
 
 
 def generate_main(f) -> int:
-  check_flags(f)
+  files = check_flags(f)
   prompts = _prompts(f)
+  if prompts:
+    _check_size(f, files, prompts)
   lm, tokenizer = load_from_flags(f)
   settings = {"stop_ids": _stop_ids(f), "stop_strings": f.stop or ()}
   if f.strategy == "sample":
-    settings.update(temperature=f.temperature, top_k=f.top_k, top_p=f.top_p,
+    # More than the vocabulary is all of it (and must fit an int32).
+    settings.update(temperature=f.temperature,
+                    top_k=min(f.top_k, tokenizer.vocab_size), top_p=f.top_p,
                     seed=f.seed)
   elif f.strategy == "beam":
-    if f.num_beams > tokenizer.vocab_size:
-      raise UsageError(f"--num_beams={f.num_beams}: more than the "
-                       f"{tokenizer.vocab_size} pieces")
     settings.update(num_beams=f.num_beams, length_penalty=f.length_penalty)
   if getattr(f, "export_dir", None):
     path = export_language_model(lm, f.spiece_model_file, f.export_dir,

@@ -24,11 +24,10 @@ from absl import app, flags
 from data_utils.errors import UsageError, check_positive, run_main
 from data_utils.lm import infill
 from data_utils.progress import Progress
-from data_utils.tokenization import SentencePieceTokenizer
 from xlnet_tf.tasks import infilling, scoring
-from xlnet_tf.workflows.lm import (check_lm_flags, check_output_file,
-                                   define_lm_flags, load_from_flags,
-                                   write_jsonl)
+from xlnet_tf.workflows.lm import (check_lm_flags, check_lm_model,
+                                   check_output_file, define_lm_flags,
+                                   load_from_flags, write_jsonl)
 
 
 def define_flags() -> None:
@@ -57,8 +56,9 @@ def define_flags() -> None:
   flags.DEFINE_string("output_file", None, "JSONL output (default: stdout).")
 
 
-def check_flags(f) -> None:
-  """One-line UsageErrors, before any model is loaded."""
+def check_flags(f):
+  """One-line UsageErrors, before any model is loaded; returns the
+  `LMFiles` (config, tokenizer) the flags name."""
   check_lm_flags(f)
   if bool(f.input_file) == bool(f.text):
     raise UsageError("give exactly one of --input_file and --text")
@@ -67,9 +67,13 @@ def check_flags(f) -> None:
                      "its rows)")
   infilling.check_settings(f.order, f.strategy, f.temperature, f.top_k,
                            f.top_p)
+  if f.seed < 0:
+    # Text i draws from numpy's generator seeded with seed + i.
+    raise UsageError(f"--seed={f.seed}: must be at least 0")
   check_positive(f.max_seq_length, "max_seq_length", minimum=3)
   if f.output_file:
     check_output_file(f.output_file, "output_file", f.overwrite)
+  return check_lm_model(f)
 
 
 def _items(f):
@@ -81,14 +85,14 @@ def _items(f):
                               f"--spans={f.spans}")
   else:
     item = infill.parse_masks(f.text)
-  return [item], "--text"
+  return [infill.require_holes(item, f"--text={f.text}",
+                               f"{infill.NO_MASK}, no --spans")], "--text"
 
 
 def infill_main(f) -> int:
-  check_flags(f)
+  tokenizer = check_flags(f).tokenizer
   items, where = _items(f)
   # Tokenize and check every row before the model is loaded.
-  tokenizer = SentencePieceTokenizer(f.spiece_model_file, lower=f.uncased)
   encoded = [infill.encode(tokenizer, item) for item in items]
   scoring.check_lengths([ids for ids, _ in encoded], None, f.max_seq_length,
                         where)

@@ -251,7 +251,7 @@ def _pretrain(f) -> int:
   train_opts.validate()
   check_writable_dir(f.model_dir, "model_dir")
   check_resume(f, config, options)  # before anything is written there
-  check_init_checkpoint(train_opts)
+  check_init_checkpoint(train_opts, config=config)
   trainer = Trainer(PretrainTask(config, options, f.seq_len), train_opts,
                     init_fn=load_checkpoint)
   replicas = trainer.strategy.num_replicas_in_sync

@@ -23,11 +23,10 @@ from absl import app, flags, logging
 from data_utils.errors import UsageError, check_positive, run_main
 from data_utils.lm.texts import read_texts
 from data_utils.progress import Progress
-from data_utils.tokenization import SentencePieceTokenizer
 from xlnet_tf.tasks import scoring
-from xlnet_tf.workflows.lm import (check_lm_flags, check_output_file,
-                                   define_lm_flags, load_from_flags,
-                                   write_jsonl)
+from xlnet_tf.workflows.lm import (check_lm_flags, check_lm_model,
+                                   check_output_file, define_lm_flags,
+                                   load_from_flags, write_jsonl)
 
 
 def define_flags() -> None:
@@ -47,8 +46,9 @@ def define_flags() -> None:
   flags.DEFINE_string("output_file", None, "JSONL output (default: stdout).")
 
 
-def check_flags(f) -> None:
-  """One-line UsageErrors, before any model is loaded."""
+def check_flags(f):
+  """One-line UsageErrors, before any model is loaded; returns the
+  `LMFiles` (config, tokenizer) the flags name."""
   check_lm_flags(f)
   if bool(f.input_file) == bool(f.text):
     raise UsageError("give exactly one of --input_file and --text")
@@ -61,6 +61,7 @@ def check_flags(f) -> None:
   check_positive(f.max_seq_length, "max_seq_length", minimum=3)
   if f.output_file:
     check_output_file(f.output_file, "output_file", f.overwrite)
+  return check_lm_model(f)
 
 
 def _inputs(f):
@@ -74,10 +75,9 @@ def _inputs(f):
 
 
 def score_main(f) -> int:
-  check_flags(f)
+  tokenizer = check_flags(f).tokenizer
   texts, contexts, where = _inputs(f)
   # Tokenize and check every row before the model is loaded.
-  tokenizer = SentencePieceTokenizer(f.spiece_model_file, lower=f.uncased)
   text_ids = [tokenizer.encode_ids(t) for t in texts]
   context_ids = ([tokenizer.encode_ids(c) for c in contexts]
                  if contexts is not None else None)

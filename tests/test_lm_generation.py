@@ -17,6 +17,7 @@ import tensorflow as tf
 
 import xlnet_tf as xt
 from conftest import assert_close, spiece_path
+from lm_checkpoints import write_checkpoints
 from data_utils.errors import UsageError, UserError
 from data_utils.tokenization import PAD_ID
 from xlnet_tf.pretrained import (build_model, load_language_model,
@@ -219,9 +220,15 @@ class Flags(SimpleNamespace):
     return SimpleNamespace(present=name in self.given)
 
 
-def _flags(shared, **given):
-  defaults = dict(init_checkpoint=os.path.join(shared, "golden",
-                                               "case_pretrain", "model.ckpt"),
+@pytest.fixture(scope="module")
+def ckpts(tmp_path_factory):
+  """A model of the released vocabulary (the flags' checks read its shapes
+  and compare the tokenizer with them)."""
+  return write_checkpoints(tmp_path_factory.mktemp("lm"))
+
+
+def _flags(shared, ckpts, **given):
+  defaults = dict(init_checkpoint=ckpts.original,
                   model_config_path=None,
                   spiece_model_file=spiece_path(shared), uncased=False, clamp_len=None,
                   input_file=None, text_column=None, batch_size=8,
@@ -241,25 +248,26 @@ def _flags(shared, **given):
     ({"num_beams": 2, "strategy": "sample"},
      "--num_beams: only with --strategy=beam"),
     ({"temperature": 0.0, "strategy": "sample"},
-     "--temperature=0.0: must be above 0"),
+     "--temperature=0.0: must be a finite number above 0"),
     ({"top_p": 1.5, "strategy": "sample"}, "--top_p=1.5: must be in (0, 1]"),
     ({"stop_ids": ["7", "x"]}, "--stop_ids=7,x: 'x' is not a token id"),
     ({"prompt": ["a", " "]}, "--prompt 2 is empty (a prompt needs at least "
                              "one token)"),
 ])
-def test_script_flag_errors_are_one_line(shared, given, message):
-  f = _flags(shared, **given)
+def test_script_flag_errors_are_one_line(shared, ckpts, given, message):
+  f = _flags(shared, ckpts, **given)
   with pytest.raises(UsageError) as e:
     run_generate.check_flags(f)
     run_generate._prompts(f)
   assert str(e.value) == message
 
 
-def test_script_refuses_an_export_dir_it_did_not_write(shared, tmp_path):
+def test_script_refuses_an_export_dir_it_did_not_write(shared, ckpts,
+                                                       tmp_path):
   user = tmp_path / "mine"
   user.mkdir()
   (user / "notes.txt").write_text("keep")
-  f = _flags(shared, prompt=None, export_dir=str(user),
+  f = _flags(shared, ckpts, prompt=None, export_dir=str(user),
              export_prompt_length=16)
   with pytest.raises(UserError) as e:
     run_generate.check_flags(f)
@@ -270,8 +278,8 @@ def test_script_refuses_an_export_dir_it_did_not_write(shared, tmp_path):
   assert (user / "notes.txt").read_text() == "keep"
 
 
-def test_api_and_script_write_what_decode_generates(shared, sp_tokenizer,
-                                                    tmp_path):
+def test_api_and_script_write_what_decode_generates(shared, ckpts,
+                                                    sp_tokenizer, tmp_path):
   model_dir = str(tmp_path / "hf")
   save_hf_weights(random_lm(sp_tokenizer.vocab_size, 2), model_dir)
   lm, _ = load_language_model(model_dir)
@@ -300,7 +308,7 @@ def test_api_and_script_write_what_decode_generates(shared, sp_tokenizer,
   texts = [r["text"] for r in got]
   stop = texts[0].split()[1][:2]
   output = tmp_path / "out.jsonl"
-  f = _flags(shared, init_checkpoint=model_dir, prompt=prompts,
+  f = _flags(shared, ckpts, init_checkpoint=model_dir, prompt=prompts,
              strategy="sample", seed=3, top_k=20, temperature=0.9,
              max_new_tokens=5, stop=[stop], output_file=str(output))
   assert run_generate.generate_main(f) == 0

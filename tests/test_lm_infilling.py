@@ -222,8 +222,7 @@ def test_run_infill_writes_the_api_fills_and_refuses_bad_input(
   pretrained.save_hf_weights(lm, model_dir)
   data = tmp_path / "in.jsonl"
   rows = [{"text": "The <mask> sat on the <mask><mask>."},
-          {"text": "A dog ran home.", "spans": [[2, 5], [15, 15, 2]]},
-          {"text": "Nothing to fill."}]
+          {"text": "A dog ran home.", "spans": [[2, 5], [15, 15, 2]]}]
   data.write_text("".join(json.dumps(r) + "\n" for r in rows))
   out = tmp_path / "fills.jsonl"
   assert set(vars(_flags())) == defined_flags("run_infill.py",
@@ -246,11 +245,11 @@ def test_run_infill_writes_the_api_fills_and_refuses_bad_input(
     assert_close([x for h in g["holes"] for x in h["log_probs"]],
                  [x for h in e["holes"] for x in h["log_probs"]])
   assert [len(h["pieces"]) for g in got for h in g["holes"]] == [1, 2, 1, 2]
-  assert got[2] == {"text": "Nothing to fill.", "filled": "Nothing to fill.",
-                    "holes": [], "sum": 0.0, "count": 0}
   before = out.read_text()
   bad = tmp_path / "bad.jsonl"
-  bad.write_text('{"text": "ab"}\n\n{"text": "ab", "spans": [[1, 0]]}\n')
+  bad.write_text('{"text": "a<mask>"}\n\n{"text": "ab", "spans": [[1, 0]]}\n')
+  nothing = tmp_path / "nothing.jsonl"
+  nothing.write_text('{"text": "a <mask>"}\n{"text": "Nothing to fill."}\n')
   for kw, line in [
       ({}, f"--output_file={out}: exists; pass --overwrite to replace it"),
       ({"output_file": None, "order": "random"},
@@ -261,6 +260,8 @@ def test_run_infill_writes_the_api_fills_and_refuses_bad_input(
        "give exactly one of --input_file and --text"),
       ({"output_file": None, "input_file": str(bad)},
        f"{bad}:3: spans: [1, 0]: start after end"),
+      ({"output_file": None, "input_file": str(nothing)},
+       f"{nothing}:2: nothing to fill (no <mask> marker, no spans)"),
       ({"output_file": None, "max_seq_length": 8},
        f"--input_file={data}: text 1: 10 pieces with the markers, more than "
        "max_seq_length 8"),

@@ -24,7 +24,12 @@ weight, but an HF target records them in config.json and transformers
 computes with them. They come from the `run_options.json` that
 `run_pretrain.py` writes beside its checkpoints (found beside the source or
 in the folder above it, or named by `--run_options`), or from an HF
-source's config.json, and the flags of the same names override them:
+source's config.json, and the flags of the same names override them.
+attn_type, clamp_len and same_length shape every output and travel;
+the pretraining-only ones (bi_data, mem_len, reuse_len: how pretraining
+batched its data) are reset for inference unless given as flags or
+`--carry_pretraining_options` (bi_data makes transformers fail at batch
+size 1 and mix up other batches' rows). The report says which were carried:
 
     python -m xlnet_tf.convert --from=pretrain/model_dir --model=lm \
         --to=hf/mine --to_format=hf --clamp_len=512
@@ -47,8 +52,9 @@ from xlnet_tf.io import (is_hf_directory, load_hf_weights,
                          open_checkpoint, read_hf_config,
                          save_native_checkpoint, save_original_checkpoint)
 from xlnet_tf.convert_args import (CONFIG_NAME, DEFAULT_PREFIX, FLAGS,
-                                   PROGRAM, RUN_OPTION_FLAGS, RUN_OPTIONS,
-                                   ConvertArgs, ConvertError, parse_args)
+                                   PRETRAINING_ONLY, PROGRAM,
+                                   RUN_OPTION_FLAGS, RUN_OPTIONS, ConvertArgs,
+                                   ConvertError, parse_args)
 from xlnet_tf.io.hf_config import HF_CONFIG, config_from_hf
 from xlnet_tf.io.hf_files import HF_WEIGHTS
 from xlnet_tf.io.hf_names import MASK_EMB
@@ -172,9 +178,11 @@ def check_target(args) -> None:
 
 
 def run_options_of(args: ConvertArgs, fmt: str, options: RunOptions):
-  """`(RunOptions, where they came from)`: `options` (the source's: HF
-  config or the original defaults), then `run_options.json` (`--run_options`
-  or the one beside a TF source), then the run-option flags given."""
+  """`(RunOptions, where they came from, the source's values not carried)`:
+  `options` (the source's: HF config or the original defaults), then
+  `run_options.json` (`--run_options` or the one beside a TF source), with
+  the pretraining-only options (`PRETRAINING_ONLY`) back at their defaults
+  unless `--carry_pretraining_options`, then the run-option flags given."""
   path = args.run_options
   if path is None and fmt != "hf":
     path = file_beside(resolve_checkpoint(args.source), RUN_OPTIONS)
@@ -190,13 +198,19 @@ def run_options_of(args: ConvertArgs, fmt: str, options: RunOptions):
     where = path
   given = {k: getattr(args, k) for k in RUN_OPTION_FLAGS
            if getattr(args, k) is not None}
+  dropped = {}
+  if not args.carry_pretraining_options:
+    fresh = RunOptions()
+    dropped = {k: getattr(options, k) for k in PRETRAINING_ONLY
+               if k not in given and getattr(options, k) != getattr(fresh, k)}
+    options = options.replace(**{k: getattr(fresh, k) for k in dropped})
   if given:
     try:
       options = options.replace(**given)
     except ConfigError as e:
       raise UsageError(str(e)) from None
     where += " and flags"
-  return options, where
+  return options, where, dropped
 
 
 def _source_model(args: ConvertArgs, fmt: str):
@@ -265,14 +279,14 @@ def convert(args: ConvertArgs) -> List[str]:
   lines = [f"from {args.source} ({fmt})"]
   notes: List[str] = []
   model, config, options, head = _source_model(args, fmt)
-  options, where = run_options_of(args, fmt, options)
+  options, where, dropped = run_options_of(args, fmt, options)
   obj = build_model(model, config, options, **head)
   shown = ", ".join(f"{k}={v}" for k, v in sorted(head.items())
                     if _applies(k, model))
   lines.append(f"model {model} ({type(obj).__name__})" +
                (f": {shown}" if shown else ""))
-  lines.append(f"run options ({where}): " + ", ".join(
-      f"{k}={getattr(options, k)}" for k in RUN_OPTION_FLAGS))
+  if args.to_format == "hf":  # the other layouts keep no run option
+    lines.append(_run_options_line(options, where, dropped))
   report, loaded = _load(obj, args, fmt, model, notes)
   lines += loaded
   # Only the pretrainer runs the query stream; the others' original layout
@@ -308,6 +322,22 @@ def convert(args: ConvertArgs) -> List[str]:
       notes.append("ff_activation 'gelu_exact' (HF 'gelu') is unknown to the "
                    "original code, which would need 'gelu' (tanh form)")
   return lines + [f"note: {n}" for n in notes]
+
+
+def _run_options_line(options: RunOptions, where: str, dropped: dict
+                      ) -> str:
+  """The report's line on run options: those carried (written into an HF
+  config.json) and the source's pretraining-only ones that were not."""
+  line = f"run options ({where}): carried " + ", ".join(
+      f"{k}={getattr(options, k)}" for k in RUN_OPTION_FLAGS
+      if k not in dropped)
+  if dropped:
+    line += ("; not carried (pretraining only; --carry_pretraining_options "
+             "keeps them): " + ", ".join(f"{k}={v}" for k, v in
+                                         dropped.items()) +
+             ", written as " + ", ".join(f"{k}={getattr(options, k)}"
+                                         for k in dropped))
+  return line
 
 
 def _applies(key: str, model: str) -> bool:

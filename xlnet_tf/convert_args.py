@@ -20,6 +20,12 @@ RUN_OPTIONS = "run_options.json"
 # The run options the flags of the same name override.
 RUN_OPTION_FLAGS = ("attn_type", "bi_data", "clamp_len", "same_length",
                     "mem_len", "reuse_len", "dropout", "dropatt")
+# Of those, the ones only pretraining's data needs: bi_data splits a batch
+# into forward and backward halves (an HF model then fails at batch 1 and
+# mixes up the rows of others), mem_len / reuse_len size the memory a
+# training run carries between segments. attn_type, clamp_len and
+# same_length shape every output and always travel; dropout only trains.
+PRETRAINING_ONLY = ("bi_data", "mem_len", "reuse_len")
 DEFAULT_PREFIX = "model.ckpt"
 PROGRAM = "convert: error"
 
@@ -66,6 +72,11 @@ flags.DEFINE_integer("mem_len", None, "run option", flag_values=FLAGS)
 flags.DEFINE_integer("reuse_len", None, "run option", flag_values=FLAGS)
 flags.DEFINE_float("dropout", None, "run option", flag_values=FLAGS)
 flags.DEFINE_float("dropatt", None, "run option", flag_values=FLAGS)
+flags.DEFINE_bool("carry_pretraining_options", False, "also carry the "
+                  "source's pretraining-only run options (bi_data, mem_len, "
+                  "reuse_len) into an HF target; without it they are reset "
+                  "for inference (bi_data=false, no memory) unless given as "
+                  "flags", flag_values=FLAGS)
 _REQUIRED = ("from", "to", "to_format")
 
 
@@ -98,6 +109,7 @@ class ConvertArgs:
   reuse_len: Optional[int] = None
   dropout: Optional[float] = None
   dropatt: Optional[float] = None
+  carry_pretraining_options: bool = False
 
 
 def parse_args(argv: Sequence[str]) -> ConvertArgs:
@@ -113,6 +125,9 @@ def parse_args(argv: Sequence[str]) -> ConvertArgs:
   for name in _REQUIRED:
     if FLAGS[name].value is None:
       raise UsageError(f"--{name} is required")
+  if FLAGS.carry_pretraining_options and FLAGS.to_format != "hf":
+    raise UsageError("--carry_pretraining_options: only with --to_format=hf "
+                     "(the original and native layouts keep no run option)")
   values = {f.name: getattr(FLAGS, f.name)
             for f in dataclasses.fields(ConvertArgs)
             if f.name not in ("source", "target")}

@@ -19,7 +19,7 @@ from typing import Optional, Sequence, Tuple
 
 from data_utils.errors import read_json
 from xlnet_tf.checkpoint_files import CheckpointError, resolve_checkpoint
-from xlnet_tf.config import RunOptions, XLNetConfig
+from xlnet_tf.config import ConfigError, RunOptions, XLNetConfig
 from xlnet_tf.encoder import XLNetModel
 from xlnet_tf.io.hf import HFSaveReport, load_hf_weights, write_hf_weights
 from xlnet_tf.io.hf_config import (ARCHITECTURES, HF_CONFIG, config_from_hf,
@@ -181,6 +181,39 @@ def file_beside(prefix: str, name: str) -> Optional[str]:
   return None
 
 
+def language_model_config(path: str, model_config_path: Optional[str] = None
+                          ) -> Tuple[XLNetConfig, Optional[str], dict]:
+  """`(config, the file it was read from, kept run options)` of the
+  checkpoint at `path`, as `load_language_model` reads them (no weight is
+  read): the config is `model_config_path`, else `xlnet_config.json` beside
+  the checkpoint (or in the directory above it), else an HF directory's
+  config.json (file None); the run options are the attention options
+  (attn_type, clamp_len, same_length) of `run_options.json` beside the
+  checkpoint or of HF's config."""
+  if is_hf_directory(path):
+    spec = config_from_hf(read_hf_config(path), os.path.join(path, HF_CONFIG))
+    kept = {k: getattr(spec.options, k) for k in _KEPT_OPTIONS}
+    if model_config_path:
+      return XLNetConfig.from_json(model_config_path), model_config_path, kept
+    return spec.config, None, kept
+  prefix = resolve_checkpoint(path)
+  config_path = model_config_path or file_beside(prefix, "xlnet_config.json")
+  if config_path is None:
+    raise CheckpointError(f"{path}: no xlnet_config.json beside the "
+                          "checkpoint; pass the model config")
+  kept = {}
+  options_path = file_beside(prefix, "run_options.json")
+  if options_path:
+    saved = read_json(options_path, CheckpointError)
+    if isinstance(saved, dict):
+      kept = {k: saved[k] for k in _KEPT_OPTIONS if k in saved}
+    try:
+      RunOptions(**kept)
+    except ConfigError as e:
+      raise CheckpointError(f"{options_path}: {e}") from None
+  return XLNetConfig.from_json(config_path), config_path, kept
+
+
 def load_language_model(path: str, model_config_path: Optional[str] = None,
                         clamp_len: Optional[int] = None,
                         need_lm_head: bool = True
@@ -189,33 +222,14 @@ def load_language_model(path: str, model_config_path: Optional[str] = None,
   checkpoint: an HF directory, the original layout (a released model, or
   `run_pretrain.py`'s `model_dir/original/`) or a native `model_dir`.
 
-  The config is `model_config_path`, else `xlnet_config.json` beside the
-  checkpoint (or in the directory above it), else HF's config.json. The
-  attention options (attn_type, clamp_len, same_length) come from
-  `run_options.json` beside the checkpoint or HF's config when there is one;
+  The config and attention options are `language_model_config`'s;
   `clamp_len` overrides. Dropout is off, bi_data off, and no memory is kept
   unless a call asks for it. Returns `(model, load report)`; with
   `need_lm_head`, a checkpoint without the LM bias is an error (a fine-tuned
   encoder has no LM).
   """
+  config, _, kept = language_model_config(path, model_config_path)
   overrides = {} if clamp_len is None else {"clamp_len": clamp_len}
-  if is_hf_directory(path):
-    spec = config_from_hf(read_hf_config(path), os.path.join(path, HF_CONFIG))
-    kept = {k: getattr(spec.options, k) for k in _KEPT_OPTIONS}
-    config = spec.config
-  else:
-    prefix = resolve_checkpoint(path)
-    config_path = model_config_path or file_beside(prefix, "xlnet_config.json")
-    if config_path is None:
-      raise CheckpointError(f"{path}: no xlnet_config.json beside the "
-                            "checkpoint; pass the model config")
-    config = XLNetConfig.from_json(config_path)
-    kept = {}
-    options_path = file_beside(prefix, "run_options.json")
-    if options_path:
-      saved = read_json(options_path, CheckpointError)
-      if isinstance(saved, dict):
-        kept = {k: saved[k] for k in _KEPT_OPTIONS if k in saved}
   options = RunOptions(**{**kept, **overrides, "dropout": 0.0,
                           "dropatt": 0.0})
   lm = build_model("lm", config, options)

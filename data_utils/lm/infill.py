@@ -26,10 +26,11 @@ from dataclasses import dataclass, field
 from typing import List, Optional, Sequence, Tuple
 
 from data_utils.errors import UserError, utf8_error
-from data_utils.lm.texts import read_texts, text_format
+from data_utils.lm.texts import read_numbered_texts, text_format
 from data_utils.tokenization import MASK_ID, SPIECE_UNDERLINE, UNK_ID
 
 MASK_TOKEN = "<mask>"
+NO_MASK = f"no {MASK_TOKEN} marker"
 _MASK_RUN = re.compile(f"(?:{re.escape(MASK_TOKEN)})+")
 
 
@@ -190,9 +191,12 @@ def read_infill_file(path: str, column: Optional[str] = None
                      ) -> List[InfillText]:
   """Texts to fill from `path`: lines / a TSV column / a JSONL field with
   `<mask>` markers; a JSONL row may instead give `"spans"` (character spans
-  of its text). Errors name the file and line."""
+  of its text). Each text needs a hole. Errors name the file and line."""
   if text_format(path, column) != "jsonl":
-    return [parse_masks(t) for t in read_texts(path, column)]
+    items = []
+    for line_no, text in read_numbered_texts(path, column):
+      items.append(require_holes(parse_masks(text), f"{path}:{line_no}"))
+    return items
   if not os.path.isfile(path):
     raise UserError(f"{path}: no such file")
   field_name = column or "text"
@@ -212,9 +216,28 @@ def read_infill_file(path: str, column: Optional[str] = None
           raise UserError(f"{where}: no string field {field_name!r}")
         text = row[field_name]
         if "spans" in row:
-          items.append(parse_spans(text, row["spans"], f"{where}: spans"))
+          item = parse_spans(text, row["spans"], f"{where}: spans")
+          items.append(require_holes(item, where, "its spans are []"))
         else:
-          items.append(parse_masks(text))
+          items.append(require_holes(parse_masks(text), where,
+                                     f"{NO_MASK}, no spans"))
   except UnicodeDecodeError:
     raise UserError(utf8_error(path)) from None
   return items
+
+
+def require_holes(item: InfillText, where: str, why: str = NO_MASK
+                  ) -> InfillText:
+  """`item`, unless it has no hole: a text filled with nothing comes back
+  unchanged, surely not what was asked (UserError naming `where`, `why`:
+  what it lacks).
+
+  Example:
+    >>> require_holes(parse_masks("No hole."), "in.txt:3")
+    Traceback (most recent call last):
+    ...
+    data_utils.errors.UserError: in.txt:3: nothing to fill (no <mask> marker)
+  """
+  if not item.holes:
+    raise UserError(f"{where}: nothing to fill ({why})")
+  return item

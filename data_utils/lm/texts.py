@@ -8,7 +8,7 @@ from __future__ import annotations
 import csv
 import json
 import os
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from data_utils.errors import UserError, utf8_error
 
@@ -50,13 +50,20 @@ def read_texts(path: str, column: Optional[str] = None) -> List[str]:
   empty lines count as empty texts, so line n of the output is line n of
   the input.
   """
+  return [text for _, text in read_numbered_texts(path, column)]
+
+
+def read_numbered_texts(path: str, column: Optional[str] = None
+                        ) -> List[Tuple[int, str]]:
+  """`read_texts` with each text's line number in the file (1-based), for
+  messages that point at it."""
   if not os.path.isfile(path):
     raise UserError(f"{path}: no such file")
   kind = text_format(path, column)
   try:
     with open(path, encoding="utf-8", newline="") as f:
       if kind == "lines":
-        return [line.rstrip("\r\n") for line in f]
+        return [(n, line.rstrip("\r\n")) for n, line in enumerate(f, 1)]
       if kind == "jsonl":
         return _read_jsonl(f, path, column or "text")
       return _read_tsv(f, path, column)
@@ -64,7 +71,7 @@ def read_texts(path: str, column: Optional[str] = None) -> List[str]:
     raise UserError(utf8_error(path)) from None
 
 
-def _read_jsonl(f, path: str, field: str) -> List[str]:
+def _read_jsonl(f, path: str, field: str) -> List[Tuple[int, str]]:
   texts = []
   for line_no, line in enumerate(f, start=1):
     if not line.strip():
@@ -75,11 +82,12 @@ def _read_jsonl(f, path: str, field: str) -> List[str]:
       raise UserError(f"{path}:{line_no}: not JSON ({e.msg})") from None
     if not isinstance(row, dict) or not isinstance(row.get(field), str):
       raise UserError(f"{path}:{line_no}: no string field {field!r}")
-    texts.append(row[field])
+    texts.append((line_no, row[field]))
   return texts
 
 
-def _read_tsv(f, path: str, column: Optional[str]) -> List[str]:
+def _read_tsv(f, path: str, column: Optional[str]
+              ) -> List[Tuple[int, str]]:
   rows = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
   header = next(rows, None)
   if header is None:
@@ -94,5 +102,5 @@ def _read_tsv(f, path: str, column: Optional[str]) -> List[str]:
     if index >= len(row):
       raise UserError(f"{path}:{line_no}: {len(row)} columns, no column "
                       f"{index} ({header[index]})")
-    texts.append(row[index])
+    texts.append((line_no, row[index]))
   return texts

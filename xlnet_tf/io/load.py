@@ -7,6 +7,7 @@ import tensorflow as tf
 
 from xlnet_tf.checkpoint_files import (is_native_checkpoint, open_checkpoint,
                                        resolve_checkpoint)
+from xlnet_tf.io.dims import check_config_fits
 from xlnet_tf.io.hf import load_hf_weights
 from xlnet_tf.io.hf_files import check_hf_directory, is_hf_directory
 from xlnet_tf.io.native import load_native_checkpoint
@@ -26,16 +27,22 @@ def check_checkpoint(path: str, flag: str | None = None) -> None:
     open_checkpoint(path, label)
 
 
-def check_init_checkpoint(train_opts, will_train: bool = True) -> None:
+def check_init_checkpoint(train_opts, will_train: bool = True,
+                          config=None) -> None:
   """`check_checkpoint` of `train_opts.init_checkpoint` when training will
   load it: not without training, nor when `model_dir` already holds a
-  checkpoint (the trainer resumes from that one instead)."""
+  checkpoint (the trainer resumes from that one instead). With `config`
+  (an `XLNetConfig`) its shape must be the checkpoint's too
+  (`check_config_fits`)."""
   path = train_opts.init_checkpoint
   if not (will_train and path):
     return
   if tf.train.latest_checkpoint(train_opts.model_dir):
     return
   check_checkpoint(path, "init_checkpoint")
+  if config is not None:
+    check_config_fits(config, path, f"--model_config_path={config.path}"
+                      if config.path else "the model config")
 
 
 def load_checkpoint(obj, path: str, strict: bool = False):

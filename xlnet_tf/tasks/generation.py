@@ -28,10 +28,12 @@ model's own log p of each token, before temperature or filtering) and
 
 from __future__ import annotations
 
-from typing import Optional, Tuple
+import math
+from typing import NamedTuple, Optional, Tuple
 
 import tensorflow as tf
 
+from data_utils.errors import UsageError
 from data_utils.tokenization import MASK_ID, PAD_ID
 from xlnet_tf.kernels import decoding
 from xlnet_tf.kernels.decoding import Cache, StepConstants
@@ -41,6 +43,92 @@ from xlnet_tf.tasks.pretraining import XLNetPretrainer
 
 # The id fed at the position being predicted; nobody ever sees it.
 SLOT_ID = MASK_ID
+# Relative distances are float32 (`positions.relative_distances`): whole
+# numbers are exact only up to 2**24, past which a range of them comes out
+# with the wrong length. A step's distances run over the cache (prompt +
+# new tokens) and 2 more.
+MAX_POSITIONS = 2 ** 24
+STEP_POSITIONS = 2
+FLOAT_BYTES = 4
+
+
+class Limit(NamedTuple):
+  """The most new tokens a decode can take, and why (a phrase)."""
+  tokens: int
+  reason: str
+
+
+def new_token_limit(config, prompt_length: int, rows: int = 1,
+                    memory_bytes: Optional[int] = None) -> Limit:
+  """The most new tokens after prompts of `prompt_length` pieces, decoding
+  `rows` rows at once (prompts x beams) with `config` (an XLNetConfig):
+  the positions (`MAX_POSITIONS`) and, given `memory_bytes`, the memory:
+  per position of the cache, each layer keeps keys and values
+  `[rows, n_head * d_head]` (twice: a step writes the new cache beside the
+  old) and the projected encoding `[n_head * d_head]`, plus the encoding
+  `[d_model]` and the outputs `[rows]` x 2. (A lower bound: the weights and
+  a step's own tensors come on top.)
+
+  Example:
+    >>> from xlnet_tf.config import XLNetConfig
+    >>> config = XLNetConfig(2, 16, 2, 8, 32, n_token=100)
+    >>> new_token_limit(config, 10).tokens  # 2**24 - 10 - 2
+    16777204
+    >>> new_token_limit(config, 10, rows=4, memory_bytes=2 ** 20).tokens
+    451
+  """
+  width = config.n_head * config.d_head
+  limit = Limit(MAX_POSITIONS - STEP_POSITIONS - prompt_length,
+                f"relative positions are float32, whole numbers exact up to "
+                f"2**24 = {MAX_POSITIONS}, and a step spans the longest "
+                f"prompt ({_count(prompt_length, 'piece')}), the new tokens "
+                f"and {STEP_POSITIONS} more")
+  if memory_bytes is None:
+    return limit
+  per = FLOAT_BYTES * (config.n_layer * (2 * 2 * rows + 1) * width +
+                       config.d_model + 2 * rows)
+  positions = memory_bytes // per
+  if positions - prompt_length >= limit.tokens:
+    return limit
+  return Limit(
+      positions - prompt_length,
+      f"the decoding cache takes {per} bytes a position (keys and values "
+      f"of {_count(config.n_layer, 'layer')} x {_count(rows, 'row')} x "
+      f"{width} floats, twice while a step writes the next, and the "
+      f"positions), and {_size(memory_bytes)} of memory holds {positions} "
+      f"positions: the longest prompt ({_count(prompt_length, 'piece')}) "
+      "and the new tokens")
+
+
+def _count(n: int, noun: str) -> str:
+  return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _size(n: int) -> str:
+  for unit, scale in (("GiB", 2 ** 30), ("MiB", 2 ** 20)):
+    if n >= scale:
+      return f"{n / scale:.1f} {unit}"
+  return f"{n} bytes"
+
+
+def check_sampling(temperature: float, top_k: int, top_p: float) -> None:
+  """UsageError (named as the flags) for sampling settings that cannot
+  work: temperature a finite number above 0, top_k 0 (off) or more, top_p
+  in (0, 1].
+
+  Example:
+    >>> check_sampling(float("nan"), 0, 1.0)
+    Traceback (most recent call last):
+    ...
+    data_utils.errors.UsageError: --temperature=nan: must be a finite number above 0
+  """
+  if not (math.isfinite(temperature) and temperature > 0):
+    raise UsageError(f"--temperature={temperature}: must be a finite number "
+                    "above 0")
+  if top_k < 0:
+    raise UsageError(f"--top_k={top_k}: must be 0 (off) or more")
+  if not 0 < top_p <= 1:
+    raise UsageError(f"--top_p={top_p}: must be in (0, 1]")
 
 
 def prompt_length(prompt_ids) -> int:
@@ -72,6 +160,10 @@ def prefill(lm: XLNetPretrainer, prompt_ids, prompt_mask,
   `M = n + max_new_tokens`, and their mask."""
   _check_lm(lm, max_new_tokens)
   n = prompt_length(prompt_ids)
+  limit = new_token_limit(lm.config, n)
+  if max_new_tokens > limit.tokens:
+    raise ValueError(f"max_new_tokens={max_new_tokens}: at most "
+                     f"{limit.tokens} ({limit.reason})")
   capacity = n + max_new_tokens
   prompt_ids = tf.cast(prompt_ids, tf.int32)
   batch = tf.shape(prompt_ids)[0]
@@ -174,7 +266,10 @@ def choose_tokens(logits, *, greedy: bool = True, temperature=1.0, top_k=0,
   stateless from `seed` (int32 `[2]`, required when sampling)."""
   if greedy:
     return tf.argmax(logits, axis=-1, output_type=tf.int32)
-  scaled = logits / tf.cast(temperature, tf.float32)
+  # The best at 0 before dividing: a small temperature then sends the
+  # others to -inf, never the whole row to inf (inf - inf is NaN).
+  scaled = (logits - tf.reduce_max(logits, axis=-1, keepdims=True)) / tf.cast(
+      temperature, tf.float32)
   scaled = top_p_filter(top_k_filter(scaled, top_k), top_p)
   return tf.random.stateless_categorical(scaled, 1, seed=seed,
                                          dtype=tf.int32)[:, 0]

@@ -31,6 +31,7 @@ from data_utils.errors import UserError
 from data_utils.lm.infill import InfillText, encode, fill_text
 from data_utils.tokenization import SPECIAL_SYMBOLS
 from xlnet_tf.factorization import CONTEXT
+from xlnet_tf.tasks.generation import check_sampling
 from xlnet_tf.tasks.language_model import two_stream_pass
 from xlnet_tf.tasks.pretraining import XLNetPretrainer
 from xlnet_tf.tasks.scoring import MARKERS, pad_left
@@ -49,12 +50,7 @@ def check_settings(order: str, strategy: str, temperature: float = 1.0,
   if strategy not in STRATEGIES:
     raise UserError(f"--strategy={strategy}: must be one of "
                     f"{', '.join(STRATEGIES)}")
-  if not temperature > 0:
-    raise UserError(f"--temperature={temperature}: must be above 0")
-  if top_k < 0:
-    raise UserError(f"--top_k={top_k}: must be at least 0 (0 = off)")
-  if not 0 < top_p <= 1:
-    raise UserError(f"--top_p={top_p}: must be in (0, 1]")
+  check_sampling(temperature, top_k, top_p)
 
 
 def open_log_probs(lm: XLNetPretrainer, input_ids, target_order, input_mask,
@@ -80,7 +76,10 @@ def sample_piece(log_p: np.ndarray, rng: np.random.Generator,
     >>> sample_piece(np.log([0.1, 0.6, 0.3]), rng, top_p=0.5)
     1
   """
-  logits = np.asarray(log_p, np.float64) / temperature
+  log_p = np.asarray(log_p, np.float64)
+  # The best at 0 before dividing: a small temperature then sends the
+  # others to -inf, never every piece (a row of -inf has no distribution).
+  logits = (log_p - np.max(log_p)) / temperature
   ranked = np.argsort(-logits, kind="stable")
   keep = np.isfinite(logits[ranked])
   if top_k > 0:

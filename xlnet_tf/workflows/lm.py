@@ -4,6 +4,7 @@ name (validated before anything is loaded), and the output-file rule."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -14,9 +15,21 @@ from absl import flags
 from data_utils.atomic import atomic_path
 from data_utils.errors import UsageError, check_positive, check_writable_dir
 from data_utils.tokenization import SentencePieceTokenizer
+from xlnet_tf.config import XLNetConfig
 from xlnet_tf.io import check_checkpoint
-from xlnet_tf.pretrained import load_language_model
+from xlnet_tf.io.dims import check_config_fits
+from xlnet_tf.pretrained import language_model_config, load_language_model
+from xlnet_tf.tasks.generation import (FLOAT_BYTES, MAX_POSITIONS, Limit,
+                                       new_token_limit)
 from xlnet_tf.tasks.pretraining import XLNetPretrainer
+
+
+@dataclasses.dataclass(frozen=True)
+class LMFiles:
+  """What the common flags name, read before any weight: the model config
+  (checked against the checkpoint's shapes) and the tokenizer."""
+  config: XLNetConfig
+  tokenizer: SentencePieceTokenizer
 
 
 def define_lm_flags(batch_size: int = 8) -> None:
@@ -65,6 +78,80 @@ def check_lm_flags(f, required=("init_checkpoint", "spiece_model_file")
     check_checkpoint(f.init_checkpoint, "init_checkpoint")
 
 
+def check_lm_model(f) -> LMFiles:
+  """The config the flags name fits the checkpoint (`--model_config_path`,
+  else the one beside it, against the checkpoint's own shapes) and embeds
+  every piece of `--spiece_model_file`: one-line UserErrors naming both
+  values, before any weight is read (e.g. `--model_config_path=big.json:
+  d_model 64 but the checkpoint m/ckpt-1 has d_model 32 (...)`). Call after
+  `check_lm_flags`."""
+  config, path, _ = language_model_config(f.init_checkpoint,
+                                          f.model_config_path)
+  if f.model_config_path:
+    where = f"--model_config_path={f.model_config_path}"
+  else:
+    where = path or f"--init_checkpoint={f.init_checkpoint}"
+  check_config_fits(config, f.init_checkpoint, where)
+  tokenizer = SentencePieceTokenizer(f.spiece_model_file, lower=f.uncased)
+  if tokenizer.vocab_size > config.n_token:
+    raise UsageError(f"--spiece_model_file={f.spiece_model_file}: "
+                     f"{tokenizer.vocab_size} pieces, more than the model's "
+                     f"n_token {config.n_token} ({where})")
+  return LMFiles(config, tokenizer)
+
+
+def machine_memory() -> Optional[int]:
+  """This machine's physical memory in bytes (None where unknown)."""
+  try:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+  except (AttributeError, ValueError, OSError):
+    return None
+
+
+def check_new_tokens(max_new_tokens: int, config: XLNetConfig,
+                     prompt_length: int, rows: int,
+                     memory_bytes: Optional[int]) -> Limit:
+  """UsageError unless `--max_new_tokens` fits what the positions and
+  `memory_bytes` allow for prompts of `prompt_length` pieces decoded
+  `rows` at a time (`generation.new_token_limit`); returns the limit."""
+  limit = new_token_limit(config, prompt_length, rows, memory_bytes)
+  if max_new_tokens > limit.tokens:
+    raise UsageError(f"--max_new_tokens={max_new_tokens}: at most "
+                     f"{max(limit.tokens, 0)} here ({limit.reason})")
+  return limit
+
+
+def check_mem_len(f, config: XLNetConfig, rows: int,
+                  memory_bytes: Optional[int]) -> None:
+  """UsageError unless run_embed's memory between the windows of a long
+  text (`--mem_len`, default the window `--max_seq_length`) fits: its
+  distances with a window's are float32 (exact up to 2**24), and per memory
+  position, `rows` texts at a time, it keeps each layer's states (twice
+  while a window writes the next) and each layer's attention scores of the
+  window's queries (logits, scores, probabilities)."""
+  window = f.max_seq_length
+  mem_len = f.mem_len or window
+  most = MAX_POSITIONS - window
+  reason = (f"relative positions are float32, whole numbers exact up to "
+            f"2**24 = {MAX_POSITIONS}, and a window's distances span the "
+            f"memory and its {window} positions")
+  if memory_bytes:
+    per = FLOAT_BYTES * rows * (2 * config.n_layer * config.d_model +
+                                3 * config.n_head * window)
+    if memory_bytes // per < most:
+      most = memory_bytes // per
+      reason = (f"a memory position takes {per} bytes for {rows} texts: "
+                f"states of n_layer {config.n_layer} x d_model "
+                f"{config.d_model} floats twice, and attention scores of "
+                f"n_head {config.n_head} x {window} queries 3 times; "
+                f"{memory_bytes / 2 ** 30:.1f} GiB of memory holds {most}")
+  if mem_len > most:
+    flag = (f"--mem_len={mem_len}" if f.mem_len else
+            f"--max_seq_length={window} (the default --mem_len)")
+    raise UsageError(f"{flag}: at most {max(most, 0)} memory positions here "
+                     f"({reason})")
+
+
 def check_output_file(path: Optional[str], flag: str, overwrite: bool
                       ) -> None:
   """UsageError unless `path` can be written: its folder is writable, and it
@@ -82,14 +169,11 @@ def check_output_file(path: Optional[str], flag: str, overwrite: bool
 
 def load_from_flags(f, need_lm_head: bool = True
                     ) -> Tuple[XLNetPretrainer, SentencePieceTokenizer]:
-  """The model and tokenizer the common flags name."""
+  """The model and tokenizer the common flags name (checked by
+  `check_lm_flags` and `check_lm_model` first)."""
   tokenizer = SentencePieceTokenizer(f.spiece_model_file, lower=f.uncased)
   lm, _ = load_language_model(f.init_checkpoint, f.model_config_path,
                               f.clamp_len, need_lm_head=need_lm_head)
-  if tokenizer.vocab_size > lm.config.n_token:
-    raise UsageError(f"--spiece_model_file={f.spiece_model_file}: "
-                     f"{tokenizer.vocab_size} pieces, more than the model's "
-                     f"n_token {lm.config.n_token}")
   return lm, tokenizer
 
 
