@@ -303,7 +303,8 @@ class FinetuneWorkflow:
     """Checks every input this run will read and every place it will write
     before any long work or any write; each check raises a one-line
     `UserError` naming the file or flag."""
-    check_init_checkpoint(self.opts.train, will_train=self.opts.do_train)
+    check_init_checkpoint(self.opts.train, will_train=self.opts.do_train,
+                          config=self.opts.config)
     check_finetune_training(self.opts, self.tokenizer.vocab_size)
     check_finetune_export(self.opts, self.task)
     self.check_inputs()
