@@ -8,6 +8,8 @@
   safetensors_file the safetensors framing check and bfloat16 reader
   hf_files         an HF directory on disk (find, check, read, write)
   hf               HF weights into / out of a model
+  dims             the model shape a checkpoint fixes, read without loading
+                   (`check_config_fits`)
   load             any layout, detected (`load_checkpoint`)
 
 TF checkpoint files themselves (open, read, damage in one line,
