@@ -40,9 +40,13 @@ from xlnet_tf.building import build_once
 from xlnet_tf.config import RunOptions, XLNetConfig
 from xlnet_tf.initializers import dtype_policy, fresh, get_initializer
 from xlnet_tf.layers import (PositionwiseFFN, RelativeAttention,
-                             RelativePositionEncoding)
+                             RelativePositionEncoding, SeededDropout)
 from xlnet_tf.masks import attention_masks, segment_matrix
-from xlnet_tf.seeds import sub_seed
+from xlnet_tf.seeds import next_seed, sub_seed
+
+
+# Dropout sites of `XLNetModel.call` under its seed besides layer i's (i).
+_EMBEDDING_SITE, _QUERY_SITE, _POSITION_SITE, _OUTPUT_SITE = -1, -2, -3, -4
 
 
 def cache_memory(layer_input: tf.Tensor, prev_mem: Optional[tf.Tensor],
@@ -194,8 +198,8 @@ class XLNetModel(keras.layers.Layer):
     ]
     self.position_encoding = RelativePositionEncoding(
         config.d_model, options.attn_type, options.clamp_len, options.bi_data)
-    self.dropout = keras.layers.Dropout(options.dropout,
-                                        dtype=self.dtype_policy)
+    self.dropout = SeededDropout(options.dropout, options.fast_kernels,
+                                 dtype=self.dtype_policy)
 
   def build(self, input_shape=None):
     cfg = self.config
@@ -266,8 +270,19 @@ class XLNetModel(keras.layers.Layer):
         qlen, mlen, opts.attn_type, opts.same_length, input_mask, perm_mask,
         mems_mask)
 
+    # One seed per call, every dropout mask of the call derived from it
+    # (stateless): a layer recomputed in the backward pass replays its masks.
+    # In a Trainer step it is the step's (a resumed run drops what the
+    # uninterrupted one did); elsewhere it is drawn at random.
+    seed = None
+    if training and (opts.dropout > 0 or opts.dropatt > 0):
+      seed = next_seed()
+      if seed is None:
+        seed = tf.random.uniform([2], maxval=2**31 - 1, dtype=tf.int32)
+
     word_emb_k = tf.cast(tf.gather(self.word_embedding, input_ids), dtype)
-    h = self.dropout(word_emb_k, training=training)
+    h = self.dropout(word_emb_k, training=training,
+                     seed=sub_seed(seed, _EMBEDDING_SITE))
     g = None
     if input_q is not None:
       mask_emb = tf.cast(self.mask_emb, dtype)
@@ -277,7 +292,8 @@ class XLNetModel(keras.layers.Layer):
       else:
         inp_q_ext = tf.cast(input_q, dtype)[:, :, None]
         word_emb_q = inp_q_ext * mask_emb + (1 - inp_q_ext) * word_emb_k
-      g = self.dropout(word_emb_q, training=training)
+      g = self.dropout(word_emb_q, training=training,
+                       seed=sub_seed(seed, _QUERY_SITE))
 
     seg_mat = None if segment_ids is None else segment_matrix(segment_ids, mlen)
 
@@ -285,13 +301,9 @@ class XLNetModel(keras.layers.Layer):
     if training and opts.dropout > 0 and len(pos_enc.shape) == 2:
       # The original drops out a per-example copy of the encoding.
       pos_enc = tf.tile(pos_enc[None], [batch, 1, 1])
-    pos_enc = self.dropout(tf.cast(pos_enc, dtype), training=training)
+    pos_enc = self.dropout(tf.cast(pos_enc, dtype), training=training,
+                           seed=sub_seed(seed, _POSITION_SITE))
 
-    # Inside the layers dropout draws from per-layer seeds (stateless), so
-    # a layer recomputed in the backward pass replays the same masks.
-    dropping = training and (opts.dropout > 0 or opts.dropatt > 0)
-    seeds = (tf.random.uniform([self.config.n_layer, 2], maxval=2**31 - 1,
-                               dtype=tf.int32) if dropping else None)
     new_mems: List[tf.Tensor] = []
     hidden_states: List[tf.Tensor] = []
     for i, block in enumerate(self.blocks):
@@ -310,13 +322,14 @@ class XLNetModel(keras.layers.Layer):
                      content_mask=content_mask, query_mask=query_mask,
                      target_mapping=target_mapping, rows=rows,
                      training=training, seed=seed)
-      seed = None if seeds is None else seeds[i]
+      layer_seed = sub_seed(seed, i)
       if opts.recompute and training:
-        h, g = _recomputed(run_block, h, g, seed, layer_mems)
+        h, g = _recomputed(run_block, h, g, layer_seed, layer_mems)
       else:
-        h, g = run_block(h, g, seed, layer_mems)
+        h, g = run_block(h, g, layer_seed, layer_mems)
 
-    output = self.dropout(h if g is None else g, training=training)
+    output = self.dropout(h if g is None else g, training=training,
+                          seed=sub_seed(seed, _OUTPUT_SITE))
     outputs = {"sequence_output": output,
                "new_mems": new_mems if mem_len else None}
     if return_hidden_states:

@@ -1,7 +1,9 @@
 """Dropout that can replay its mask: given a `seed` (int32 `[2]`), the mask is
 a pure function of the seed (stateless RNG), so a layer recomputed in the
 backward pass (`RunOptions.recompute`) drops exactly what the forward pass
-dropped. Without a seed it is Keras's ordinary (stateful) dropout.
+dropped. Called without a seed it draws one from the training step's
+`seeds.dropout_seeds` scope (so a resumed run drops what the uninterrupted
+one did); outside such a scope it is Keras's ordinary (stateful) dropout.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from xlnet_tf.kernels import seeded_dropout
+from xlnet_tf.seeds import next_seed
 
 
 def plain_seeded_dropout(inputs: tf.Tensor, rate: float,
@@ -29,7 +32,8 @@ def plain_seeded_dropout(inputs: tf.Tensor, rate: float,
 
 @keras.utils.register_keras_serializable(package="xlnet_tf")
 class SeededDropout(keras.layers.Dropout):
-  """`keras.layers.Dropout` plus an optional `seed` argument to `call`;
+  """`keras.layers.Dropout` plus an optional `seed` argument to `call`
+  (default: `seeds.next_seed()`, inside a training step's scope);
   `fast_kernels` picks `kernels.seeded_dropout` (16-bit masks, fused) or
   `plain_seeded_dropout` for seeded masks.
 
@@ -51,6 +55,8 @@ class SeededDropout(keras.layers.Dropout):
     self.fast_kernels = fast_kernels
 
   def call(self, inputs, training=None, seed=None):
+    if seed is None and training is True and self.rate > 0:
+      seed = next_seed()  # None outside a training step's scope
     if seed is None or not training or self.rate == 0:
       return super().call(inputs, training=training)
     if self.fast_kernels:

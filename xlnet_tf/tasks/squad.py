@@ -22,6 +22,7 @@ from xlnet_tf.config import RunOptions, XLNetConfig
 from xlnet_tf.encoder import XLNetModel
 from xlnet_tf.export_dir import check_export_dir, save_atomically
 from xlnet_tf.initializers import fresh
+from xlnet_tf.layers.dropout import SeededDropout
 from xlnet_tf.layers.layer_norm import LayerNorm
 from xlnet_tf.masks import MASK_PENALTY
 from xlnet_tf.tasks.base import (TaskModel, XLNetTask, feature_specs,
@@ -72,7 +73,8 @@ class SquadHead(keras.layers.Layer):
     self.cls_dense_1 = keras.layers.Dense(1, use_bias=False,
                                           kernel_initializer=fresh(init),
                                           name="dense_1", dtype=policy)
-    self.cls_dropout = keras.layers.Dropout(dropout, dtype=policy)
+    # Seeded by the training step (`seeds`): resumes exactly.
+    self.cls_dropout = SeededDropout(dropout, dtype=policy)
 
   def build(self, input_shape=None):
     d = self.d_model

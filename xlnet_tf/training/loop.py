@@ -4,7 +4,8 @@ It owns: the distribution strategy, the optimizer (`optimizer.py`;
 global-norm clipping after the cross-replica all-reduce), state carried from
 step to step per replica (XLNet's memory), TensorBoard summaries (loss,
 learning rate, gradient norm, tokens/s), checkpoints every `save_steps` and
-exact resumption of step, optimizer state and input position, dynamic loss
+exact resumption of step, optimizer state, input position and dropout
+masks (seeded by the step, `xlnet_tf.seeds`), dynamic loss
 scaling for float16 models, and multi-worker runs where only the chief
 writes. It seeds the weights and dropout from `TrainOptions.seed`, stops at
 a step whose loss is not finite (saving nothing of it), and turns a full
@@ -34,6 +35,7 @@ from data_utils.progress import format_seconds
 from xlnet_tf.building import build_once
 from xlnet_tf.checkpoint_files import find_damage
 from xlnet_tf.initializers import cpu_has_native_bfloat16
+from xlnet_tf.seeds import dropout_seeds, step_seed, sub_seed
 from xlnet_tf.training.optimizer import (layer_lr_factor, make_optimizer,
                                          variable_key)
 from xlnet_tf.training.files import (checkpoint_number,
@@ -68,11 +70,14 @@ def dense_gradients(grads, variables) -> List[tf.Tensor]:
 class Trainer:
   """Builds the model under the strategy, restores or initialises, trains.
 
-  `opts.seed` seeds Python, NumPy and TensorFlow before the model is built:
-  the weight initialisers, the Keras dropout layers' seeds and the per-layer
-  dropout seeds drawn inside the step all follow from it, so one command run
-  twice (float32, one device) gives the same losses. The input order has its
-  own seed (the task's dataset function).
+  `opts.seed` seeds Python, NumPy and TensorFlow before the model is built
+  (the weight initialisers follow from it), and the dropout: every mask of
+  a step is drawn statelessly from `seeds.step_seed(opts.seed, step,
+  replica)` (folded with the micro-batch, then the draw), a pure function
+  of the checkpointed step. So one command run twice (float32, one device)
+  gives the same losses, and so does a run killed and resumed from a
+  checkpoint. The input order has its own seed (the task's dataset
+  function), and resumes by skipping the batches already consumed.
 
   A step whose loss is not finite stops training with a `UserError` naming
   the step; that state is never saved (the last checkpoint stays the newest).
@@ -133,6 +138,7 @@ class Trainer:
         self.checkpoint, save_dir, max_to_keep=opts.max_save,
         step_counter=self.optimizer.iterations)
     self.state_vars: List[tf.Variable] = []
+    self.dropout_draws: Optional[tf.Variable] = None
 
   @property
   def step(self) -> int:
@@ -173,10 +179,17 @@ class Trainer:
                       aggregation=tf.VariableAggregation.NONE,
                       name=f"carried_state_{i}")
           for i, s in enumerate(shapes)]
+      # Counts a micro-batch's dropout seed draws (`seeds.dropout_seeds`),
+      # per replica. Not checkpointed: zeroed for every micro-batch.
+      self.dropout_draws = tf.Variable(
+          0, trainable=False, name="dropout_draws",
+          synchronization=tf.VariableSynchronization.ON_READ,
+          aggregation=tf.VariableAggregation.NONE)
 
-  def _gradients(self, features, state):
-    """Loss, new state and gradients of one micro-batch on this replica."""
-    with tf.GradientTape() as tape:
+  def _gradients(self, features, state, seed):
+    """Loss, new state and gradients of one micro-batch on this replica;
+    its dropout draws from `seed` (int32 `[2]`)."""
+    with dropout_seeds(seed, self.dropout_draws), tf.GradientTape() as tape:
       loss, new_state = self.task.compute_loss(self.model, features, state,
                                                training=True)
       scaled = loss / (self.replicas * self.opts.grad_accum_steps)
@@ -207,15 +220,18 @@ class Trainer:
     summed (so k batches of n equal one batch of k * n), all-reduced over
     replicas, clipped by global norm, applied once."""
     state = [v.read_value() for v in self.state_vars] or None
+    ctx = tf.distribute.get_replica_context()
+    # The step before this update: what a resumed run restores.
+    seed = step_seed(self.opts.seed, self.optimizer.iterations,
+                     ctx.replica_id_in_sync_group)
     grads, losses = None, []
-    for features in micro_batches:
-      loss, state, micro = self._compute(features, state)
+    for i, features in enumerate(micro_batches):
+      loss, state, micro = self._compute(features, state, sub_seed(seed, i))
       grads = micro if grads is None else [a + b for a, b in zip(grads, micro)]
       losses.append(loss)
     loss = tf.add_n(losses) / len(losses)
     new_state = state
     variables = self.trained_variables
-    ctx = tf.distribute.get_replica_context()
     grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
     if self.opts.clip > 0:
       grads, norm = tf.clip_by_global_norm(grads, self.opts.clip)
@@ -317,6 +333,9 @@ class Trainer:
       if (opts.save_steps and step % opts.save_steps == 0) or (
           step >= opts.train_steps):
         if step != last_save:
+          # The summaries up to a checkpoint are on disk with it: a killed
+          # run resumed from it logs every step once.
+          writer.flush()
           path = self._save(step)
           last_save = step
           if not self.is_chief:

@@ -1,0 +1,101 @@
+"""A fine-tuning run killed with SIGKILL and resumed is the uninterrupted
+run: the same loss at every step and the same final weights, dropout and
+data order included (issue 28)."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+import xlnet_tf as xt
+from conftest import event_scalars, rte_flags
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# n_token: the released vocabulary (the classifier refuses a smaller one).
+CONFIG = xt.XLNetConfig(n_layer=2, d_model=16, n_head=2, d_head=8, d_inner=32,
+                        n_token=32000)
+STEPS = 6
+
+# run_classifier.py, SIGKILLed by itself right after saving the checkpoint
+# of step argv[1] (0: never): a kill at a known point, not a race with a
+# run this fast. The export after training is left out (not what is tested
+# here, and the slowest part).
+_KILLED_AFTER_SAVE = """
+import os, runpy, signal, sys
+from xlnet_tf.training import Trainer
+from xlnet_tf.workflows.finetune import FinetuneWorkflow
+FinetuneWorkflow.export = lambda self, checkpoint=None: {}
+kill_at = int(sys.argv.pop(1))
+real_save = Trainer._save
+def save(self, step):
+  path = real_save(self, step)
+  if step == kill_at:
+    os.kill(os.getpid(), signal.SIGKILL)
+  return path
+Trainer._save = save
+sys.argv[0] = "run_classifier.py"
+runpy.run_path("run_classifier.py", run_name="__main__")
+"""
+
+
+def _start(flags, kill_at=0):
+  return subprocess.Popen(
+      [sys.executable, "-c", _KILLED_AFTER_SAVE, str(kill_at), *flags],
+      cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _flags(shared, tmp_path, name):
+  """Flags of a run in tmp_path/<name> (model and feature cache: runs at
+  the same time share nothing)."""
+  config = tmp_path / "c.json"
+  CONFIG.to_json(str(config))
+  flags = rte_flags(shared, tmp_path / name, config)
+  return flags + [
+      "--do_train", "--max_seq_length=16", "--train_batch_size=4",
+      f"--train_steps={STEPS}", "--save_steps=2", "--iterations=1",
+      "--learning_rate=1e-2", "--warmup_steps=2", "--dropout=0.3",
+      "--dropatt=0.3", "--seed=5", "--shuffle_buffer=64"]
+
+
+def _weights(model_dir):
+  """The variables of the last checkpoint: weights, optimizer slots, step
+  (not its object graph, which names slots by where they were created)."""
+  reader = tf.train.load_checkpoint(os.path.join(model_dir,
+                                                 f"ckpt-{STEPS}"))
+  return {name: reader.get_tensor(name)
+          for name in reader.get_variable_to_shape_map()
+          if name != "_CHECKPOINTABLE_OBJECT_GRAPH"}
+
+
+def test_killed_finetuning_resumes_exactly(shared, tmp_path):
+  whole, killed = (_flags(shared, tmp_path, name)
+                   for name in ("whole", "killed"))
+  # The uninterrupted run beside the one killed after the checkpoint of
+  # step 2 (two processes at once: half the wall time).
+  runs = [_start(whole), _start(killed, kill_at=2)]
+  (_, whole_log), (_, killed_log) = (p.communicate(timeout=300)
+                                     for p in runs)
+  assert runs[0].returncode == 0, whole_log[-3000:]
+  assert runs[1].returncode == -signal.SIGKILL, killed_log[-3000:]
+  resumed = _start(killed)
+  _, log = resumed.communicate(timeout=300)
+  assert resumed.returncode == 0, log[-3000:]
+  model_dir = tmp_path / "killed" / "model"
+  assert f"resumed from {model_dir}/ckpt-2 at step 2" in log
+  assert re.findall(rf"step (\d+)/{STEPS} loss", log) == ["3", "4", "5", "6"]
+
+  # Every step's loss (float32, as TensorBoard has it): steps 1-2 from the
+  # killed run (its summaries were flushed with its checkpoint), 3-6 from
+  # the resumed one.
+  expected = event_scalars(tmp_path / "whole" / "model" / "train")["loss"]
+  assert sorted(expected) == list(range(1, STEPS + 1))
+  assert event_scalars(model_dir / "train")["loss"] == expected
+  want = _weights(tmp_path / "whole" / "model")
+  got = _weights(model_dir)
+  assert sorted(got) == sorted(want)
+  for name, value in want.items():
+    np.testing.assert_array_equal(got[name], value, err_msg=name)
