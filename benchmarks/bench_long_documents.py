@@ -19,6 +19,22 @@ only. A process reports the median of --steps timed steps after --warmup
 untimed ones; the report gives per variant every round's figure, their
 median, min, max and spread ((max - min) / median), the rounds' peak RSS,
 and each variant's examples/s over truncation's.
+
+First step (`--first_step`, issue 28): a classifier (--first_step_size,
+default a tiny one of 2 layers of 16; batch --first_step_batch, dropout
+0.1) reading n segments of --segment_length with a memory of --mem_len
+(16 and 16), gradients through the last --bptt_segments (1), for n in
+--segments: the time from building the model to the end of its first
+training step (tracing included), the median of --steps more steps, and
+the peak RSS (and the RSS before the model: TensorFlow's own). Two
+variants, each n in a fresh process, taking turns (the order rotated each
+round): `loop` (this tree: the segments before the last `bptt_segments` in
+one `tf.while_loop`) and `unrolled` (a Python loop over the segments:
+`xlnet_tf/tasks/pooling.py` of --unrolled_rev in a temporary copy of this
+tree's `xlnet_tf`), the latter for --unrolled_segments only, since it
+grows with n.
+
+    .venv/bin/python benchmarks/bench_long_documents.py --first_step
 """
 
 from __future__ import annotations
@@ -28,8 +44,11 @@ import importlib
 import json
 import os
 import resource
+import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -37,13 +56,16 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 # After the path: the script runs from a checkout, not an installed package.
-from bench_common import SIZES, run_child, time_median  # noqa: E402
+from bench_common import (SIZES, imported_from, run_child,  # noqa: E402
+                          time_median)
 from data_utils.classification.reader import read_imdb  # noqa: E402
 from data_utils.tokenization import SentencePieceTokenizer  # noqa: E402
 
 SHARED = os.environ.get("XLNET_SHARED",
                         os.path.join(os.path.dirname(ROOT), "shared"))
 PERCENTILES = (50, 75, 90, 95, 99)
+# The last commit whose PooledTaskModel read the segments in a Python loop.
+UNROLLED_REV = "a7383e48072a22af06d47fc373ac727db23b2ddc"
 
 
 def review_lengths(imdb_dir: str, spiece: str) -> dict:
@@ -88,6 +110,85 @@ def single(args) -> dict:
               resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
+def first_step(args) -> dict:
+  """One (variant, n) of `--first_step` in this (child) process, with the
+  `xlnet_tf` of `args.tree`."""
+  sys.path.insert(0, args.tree)
+  worker = importlib.import_module("long_documents_step")
+  rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+  t0 = time.perf_counter()
+  step = worker.make_segments_step(
+      args.first_step_size, args.n_segments, args.segment_length,
+      args.mem_len, args.bptt_segments, args.first_step_batch, args.threads,
+      args.xla)
+  step()
+  first = time.perf_counter() - t0
+  return {"variant": args.variant, "n_segments": args.n_segments,
+          "source": worker.SOURCE, "first_step_seconds": first,
+          "seconds_per_step": time_median(step, 0, args.steps),
+          "rss_before_model_mb": rss_before,
+          "peak_rss_mb": resource.getrusage(
+              resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def unrolled_tree(rev: str) -> str:
+  """A temporary copy of this tree's `xlnet_tf` with `tasks/pooling.py` of
+  `rev` (the caller removes it)."""
+  tree = tempfile.mkdtemp(prefix="xlnet_unrolled_")
+  shutil.copytree(os.path.join(ROOT, "xlnet_tf"),
+                  os.path.join(tree, "xlnet_tf"),
+                  ignore=shutil.ignore_patterns("__pycache__"))
+  old = subprocess.run(["git", "show", f"{rev}:xlnet_tf/tasks/pooling.py"],
+                       cwd=ROOT, capture_output=True, text=True, check=True)
+  with open(os.path.join(tree, "xlnet_tf", "tasks", "pooling.py"), "w",
+            encoding="utf-8") as f:
+    f.write(old.stdout)
+  return tree
+
+
+def spread_of(values: list) -> dict:
+  med = statistics.median(values)
+  return {"rounds": [round(v, 4) for v in values], "median": round(med, 4),
+          "min": round(min(values), 4), "max": round(max(values), 4),
+          "spread": round((max(values) - min(values)) / med, 3)}
+
+
+def first_step_report(args) -> dict:
+  """Every (variant, n) of `--first_step`, --passes rounds in turn."""
+  segments = [int(n) for n in args.segments.split(",") if n]
+  jobs = [("loop", n) for n in segments] + [
+      ("unrolled", int(n)) for n in args.unrolled_segments.split(",") if n]
+  trees = {"loop": ROOT, "unrolled": unrolled_tree(args.unrolled_rev)}
+  rounds = {job: [] for job in jobs}
+  try:
+    for k in range(args.passes):
+      for variant, n in jobs[k % len(jobs):] + jobs[:k % len(jobs)]:
+        r = run_child([
+            "--first_step", f"--variant={variant}", f"--n_segments={n}",
+            f"--tree={trees[variant]}",
+            f"--first_step_size={args.first_step_size}",
+            f"--first_step_batch={args.first_step_batch}",
+            f"--segment_length={args.segment_length}",
+            f"--mem_len={args.mem_len}", f"--threads={args.threads}",
+            f"--bptt_segments={args.bptt_segments}", f"--steps={args.steps}"]
+            + (["--xla"] if args.xla else []), args.threads, ROOT,
+            script=os.path.basename(__file__))
+        imported_from(r, trees[variant])
+        rounds[(variant, n)].append(r)
+        print(json.dumps({"pass": k, **r}), file=sys.stderr, flush=True)
+  finally:
+    shutil.rmtree(trees["unrolled"])
+  report = {}
+  for (variant, n), rs in rounds.items():
+    report.setdefault(variant, {})[str(n)] = {
+        "first_step_seconds": spread_of([r["first_step_seconds"] for r in rs]),
+        "seconds_per_step": spread_of([r["seconds_per_step"] for r in rs]),
+        "peak_rss_mb": spread_of([r["peak_rss_mb"] for r in rs]),
+        "rss_before_model_mb": round(max(r["rss_before_model_mb"]
+                                         for r in rs))}
+  return report
+
+
 def summarize(rounds: list) -> dict:
   """A variant's rounds (child results, errors included) in one entry."""
   ok = [r for r in rounds if "seconds_per_step" in r]
@@ -128,14 +229,44 @@ def parse_args(argv=None):
                       help="rounds of one process per variant, in turn")
   parser.add_argument("--skip_lengths", action="store_true")
   parser.add_argument("--skip_steps", action="store_true")
+  parser.add_argument("--first_step", action="store_true",
+                      help="time to the first training step and peak RSS "
+                      "against the number of segments (see above)")
+  parser.add_argument("--segments", default="4,16,64,200")
+  parser.add_argument("--unrolled_segments", default="4,16")
+  parser.add_argument("--unrolled_rev", default=UNROLLED_REV)
+  parser.add_argument("--segment_length", type=int, default=16)
+  parser.add_argument("--mem_len", type=int, default=16)
+  parser.add_argument("--bptt_segments", type=int, default=1)
+  parser.add_argument("--first_step_size", default="tiny",
+                      choices=["tiny"] + sorted(SIZES))
+  parser.add_argument("--first_step_batch", type=int, default=8)
+  parser.add_argument("--xla", action="store_true")
   parser.add_argument("--variant", help=argparse.SUPPRESS)
+  parser.add_argument("--n_segments", type=int, help=argparse.SUPPRESS)
+  parser.add_argument("--tree", help=argparse.SUPPRESS)
   return parser.parse_args(argv)
 
 
 def main():
   args = parse_args()
   if args.variant:
-    print(json.dumps(single(args)))
+    print(json.dumps(first_step(args) if args.first_step else single(args)))
+    return
+  if args.first_step:
+    t0 = time.perf_counter()
+    report = {"benchmark": "long_documents_first_step",
+              "size": args.first_step_size,
+              "batch": args.first_step_batch,
+              "segment_length": args.segment_length,
+              "mem_len": args.mem_len, "bptt_segments": args.bptt_segments,
+              "xla": args.xla, "threads": args.threads, "steps": args.steps,
+              "passes": args.passes, "unrolled_rev": args.unrolled_rev,
+              "cpu_count": os.cpu_count(),
+              "variants": first_step_report(args),
+              "seconds_total": 0}
+    report["seconds_total"] = round(time.perf_counter() - t0)
+    print(json.dumps(report, indent=2))
     return
   variants = args.variants.split(",")
   report = {"benchmark": "long_documents", "size": args.size,

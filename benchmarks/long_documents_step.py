@@ -1,5 +1,7 @@
 """Worker of `bench_long_documents.py`: one training step of an XLNet
-classifier reading a long document one of three ways (a variant).
+classifier reading a long document one of three ways (a variant), or
+(`make_segments_step`, the `--first_step` mode) of a classifier (tiny
+by default) reading n segments.
 
 Loaded only by the child process that times the variant, so the driver
 stays free of TensorFlow and each variant's peak RSS is its own.
@@ -31,6 +33,9 @@ import step_tf
 from bench_common import SIZES
 
 SOURCE = xt.__file__
+# Issue 28's model: 2 layers of d_model 16, the released vocabulary.
+TINY = dict(n_layer=2, d_model=16, n_head=2, d_head=8, d_inner=32,
+            n_token=32000)
 VARIANTS = {
     "segments_4x128_mem128": dict(seq=512, segment_length=128, mem_len=128,
                                   bptt_segments=1),
@@ -84,3 +89,32 @@ def make_step(variant: str, size: str, batch: int, threads: int):
                             keras.optimizers.legacy.Adam(1e-5), False,
                             dense_gradients)
   return step, v["seq"]
+
+
+def make_segments_step(size: str, n_segments: int, segment_length: int,
+                       mem_len: int, bptt_segments: int, batch: int,
+                       threads: int, xla: bool = False):
+  """A callable running one training step (as `make_step`) of a classifier
+  of `size` ('tiny' or one of `SIZES`; dropout 0.1) reading `n_segments`
+  segments of `segment_length` with a memory of `mem_len`, on full-length
+  documents `[batch, n_segments * segment_length]`; nothing is traced
+  before its first call."""
+  step_tf.set_threads(threads)
+  cfg = xt.XLNetConfig(**(TINY if size == "tiny" else SIZES[size]),
+                       ff_activation="gelu", untie_r=True)
+  opts = xt.RunOptions(dropout=0.1, dropatt=0.1, mem_len=mem_len)
+  model = xt.XLNetClassifier(xt.XLNetModel(cfg, opts), n_class=2,
+                             segment_length=segment_length,
+                             bptt_segments=bptt_segments)
+  feats = document_batch(batch, n_segments * segment_length, cfg.n_token,
+                         np.random.default_rng(0))
+  labels = tf.zeros([batch], tf.int32)
+
+  def loss_fn():
+    logits = tf.cast(model(feats, training=True)["logits"], tf.float32)
+    return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=labels, logits=logits))
+  model.build(None)
+  return step_tf.train_step(loss_fn, model,
+                            keras.optimizers.legacy.Adam(1e-5), xla,
+                            dense_gradients)

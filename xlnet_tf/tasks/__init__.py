@@ -4,6 +4,7 @@ signature. The data side of a task lives in `data_utils/`.
 
   base            TaskModel, XLNetTask (the loop's hooks for every task)
   pooling         SequenceSummary, LogitHead (classification, multiple choice)
+  segments        long documents as segments with memory (the graph loop)
   classification  XLNetClassifier, XLNetRegressor, ClassifierTask
   classification_serving  export_classifier (features and raw-text signatures)
   multiple_choice XLNetForMultipleChoice, MultipleChoiceTask (RACE)

@@ -14,9 +14,12 @@ from xlnet_tf.building import build_dense, build_once
 from xlnet_tf.config import RunOptions, XLNetConfig
 from xlnet_tf.encoder import XLNetModel
 from xlnet_tf.initializers import dtype_policy, fresh, get_initializer
-from xlnet_tf.layers import AbsoluteAttention
+from xlnet_tf.layers import AbsoluteAttention, SeededDropout
 from xlnet_tf.masks import memory_mask
 from xlnet_tf.tasks.base import TaskModel
+from xlnet_tf.tasks.segments import (check_segments, count_segments,
+                                     read_memory, segment_at,
+                                     segment_features, stack_segments)
 
 SUMMARY_TYPES = ("last", "first", "mean", "attn")
 
@@ -71,8 +74,9 @@ class SequenceSummary(keras.layers.Layer):
       self.projection = keras.layers.Dense(
           config.d_model, activation="tanh", kernel_initializer=fresh(initializer),
           name="summary", dtype=self.dtype_policy)
-    self.dropout = keras.layers.Dropout(options.dropout,
-                                        dtype=self.dtype_policy)
+    # Seeded by the training step (`seeds`): resumes exactly.
+    self.dropout = SeededDropout(options.dropout, options.fast_kernels,
+                                 dtype=self.dtype_policy)
 
   def build(self, input_shape=None):
     if self.attention is not None:
@@ -179,43 +183,6 @@ class LogitHead(keras.layers.Layer):
                 kernel_initializer=initializer)
 
 
-FEATURE_KEYS = ("input_ids", "segment_ids", "input_mask")
-
-
-def split_segments(features, segment_length: int) -> list:
-  """`features` (`input_ids`, optional `segment_ids` and `input_mask`, each
-  `[B, n * S]`) -> n dicts of `[B, S]` slices, in order; a missing
-  `input_mask` becomes zeros (no padding). The length must be static.
-
-  Example:
-    >>> parts = split_segments({"input_ids": tf.constant([[1, 2, 3, 4]])}, 2)
-    >>> [p["input_ids"].numpy().tolist() for p in parts]
-    [[[1, 2]], [[3, 4]]]
-  """
-  ids = tf.convert_to_tensor(features["input_ids"])
-  length = ids.shape[1]
-  if length is None:
-    raise ValueError(f"segment_length={segment_length}: the features' length "
-                     "must be known when the model is traced (n * S)")
-  if length % segment_length:
-    raise ValueError(f"segment_length={segment_length}: features of length "
-                     f"{length} are not a whole number of segments")
-  present = segment_features(features)
-  return [{k: v[:, i:i + segment_length] for k, v in present.items()}
-          for i in range(0, length, segment_length)]
-
-
-def segment_features(features) -> dict:
-  """The encoder's features of `features` as tensors (`segment_ids` only if
-  present), `input_mask` zeros (no padding) when missing."""
-  present = {k: tf.convert_to_tensor(features[k]) for k in FEATURE_KEYS
-             if features.get(k) is not None}
-  if "input_mask" not in present:
-    present["input_mask"] = tf.zeros(tf.shape(present["input_ids"]),
-                                     tf.float32)
-  return present
-
-
 class PooledTaskModel(TaskModel):
   """encoder -> `SequenceSummary` -> the `LogitHead` a subclass makes.
 
@@ -229,7 +196,9 @@ class PooledTaskModel(TaskModel):
   change nothing. The memory is a stop-gradient (truncated
   back-propagation) except what the last `bptt_segments` segments produce:
   with k of n, the memory of segment i (0-based) stays differentiable iff
-  `i >= n - k`. `segment_length=None` is the one-window model.
+  `i >= n - k`. The first n - k segments are read in one graph loop
+  (`segments.read_memory`), so a traced call does not grow with n; the last
+  k are unrolled. `segment_length=None` is the one-window model.
   """
 
   def __init__(self, network: XLNetModel, summary_type: str = "last",
@@ -237,7 +206,7 @@ class PooledTaskModel(TaskModel):
                segment_length: Optional[int] = None, bptt_segments: int = 1,
                **kwargs):
     super().__init__(network, **kwargs)
-    _check_segments(self.options, segment_length, bptt_segments)
+    check_segments(self.options, segment_length, bptt_segments)
     self.segment_length = segment_length
     self.bptt_segments = bptt_segments
     self.summary = SequenceSummary(self.config, summary_type, use_summ_proj,
@@ -270,20 +239,32 @@ class PooledTaskModel(TaskModel):
       hidden = self.encode(features, training, output_rows=rows)
       return self.summary(hidden, input_mask=features.get("input_mask"),
                           training=training)
-    segments = split_segments(features, self.segment_length)
-    n = len(segments)
+    length = self.segment_length
+    n = count_segments(features, length)
     if self.bptt_segments > n:
       raise ValueError(f"bptt_segments={self.bptt_segments} must be in [1, "
                        f"{n}] (the features hold {n} segments)")
-    mems, mems_mask = self.initial_memory(
-        tf.shape(segments[0]["input_ids"])[0])
-    for i, segment in enumerate(segments[:-1]):
-      # Only the memory matters here: the last layer computes one row.
-      rows = tf.fill([tf.shape(segment["input_ids"])[0], 1],
-                     self.segment_length - 1)
-      _, mems, mems_mask = self._read(segment, mems, mems_mask, training,
-                                      i >= n - self.bptt_segments, rows)
-    return self._summarize(segments[-1], mems, mems_mask, training)[0]
+    present = segment_features(features)
+    batch = tf.shape(present["input_ids"])[0]
+    mems, mems_mask = self.initial_memory(batch)
+    # Before the last segment only the memory matters: the last layer
+    # computes one row.
+    rows = tf.fill([batch, 1], length - 1)
+    stopped = n - self.bptt_segments
+
+    def memory_of(segment, mems, mems_mask):
+      return self._read(segment, mems, mems_mask, training, False, rows)[1:]
+    if stopped:
+      # Segments 0..stopped-1, not back-propagated through: one graph loop
+      # (the graph does not grow with n).
+      mems, mems_mask = read_memory(
+          memory_of, stack_segments(present, length, stopped), mems,
+          mems_mask)
+    for i in range(stopped, n - 1):  # bptt_segments - 1 of them, unrolled
+      _, mems, mems_mask = self._read(segment_at(present, length, i), mems,
+                                      mems_mask, training, True, rows)
+    last = segment_at(present, length, n - 1)
+    return self._summarize(last, mems, mems_mask, training)[0]
 
   def initial_memory(self, batch_size):
     """The memory before the first segment: `(mems, mems_mask)`, n_layer
@@ -338,26 +319,3 @@ class PooledTaskModel(TaskModel):
       config.update(segment_length=self.segment_length,
                     bptt_segments=self.bptt_segments)
     return config
-
-
-def _check_segments(options: RunOptions, segment_length, bptt_segments):
-  """ValueError (one line, naming the argument) for settings the segment
-  recurrence cannot run."""
-  if not isinstance(bptt_segments, int) or bptt_segments < 1:
-    raise ValueError(f"bptt_segments must be an integer >= 1, got "
-                     f"{bptt_segments!r}")
-  if segment_length is None:
-    if bptt_segments != 1:
-      raise ValueError(f"bptt_segments={bptt_segments} needs segment_length "
-                       "(one window is one segment)")
-    return
-  if not isinstance(segment_length, int) or segment_length < 1:
-    raise ValueError(f"segment_length must be a positive integer or None, "
-                     f"got {segment_length!r}")
-  if not options.mem_len:
-    raise ValueError(f"segment_length={segment_length} needs RunOptions "
-                     "mem_len > 0 (the memory between segments), got 0")
-  if 0 < options.reuse_len < segment_length:
-    raise ValueError(f"segment_length={segment_length} needs RunOptions "
-                     f"reuse_len 0 (whole segments in memory), got "
-                     f"{options.reuse_len}")
