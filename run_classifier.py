@@ -27,7 +27,10 @@ from absl import app, flags
 
 from data_utils.classification.reader import GenericSpec
 from xlnet_tf import cli
-from xlnet_tf.workflows import classifier
+from xlnet_tf.tasks.classification.workflow import check_segment_options
+from xlnet_tf.tasks.registry import task_spec
+
+TASK = task_spec("classification")  # regression too: one workflow
 
 FLAGS = flags.FLAGS
 cli.define_finetune_flags({})
@@ -61,14 +64,14 @@ flags.mark_flags_as_required(["task_name"] + cli.REQUIRED)
 def _options():
   f = FLAGS
   # Before RunOptions sees mem_len: the error names the flags.
-  classifier.check_segment_options(f.max_segments, f.mem_len,
+  check_segment_options(f.max_segments, f.mem_len,
                                    f.bptt_segments, f.keep_end)
   generic = GenericSpec(
       text_a=f.text_a_column, text_b=f.text_b_column, label=f.label_column,
       labels=f.label_list, header=f.has_header,
       delimiter="\t" if f.delimiter == "tab" else ",")
   opts = cli.finetune_options(
-      f, classifier.ClassifierOptions, is_regression=f.is_regression,
+      f, TASK.options, is_regression=f.is_regression,
       cls_scope=f.cls_scope, predict_threshold=f.predict_threshold,
       generic=generic, max_segments=f.max_segments, keep_end=f.keep_end,
       bptt_segments=f.bptt_segments)
@@ -79,7 +82,7 @@ def _options():
 def main(argv):
   del argv
   return cli.run_finetune_main("run_classifier", FLAGS, _options,
-                               classifier.run)
+                               TASK.run)
 
 
 if __name__ == "__main__":

@@ -27,10 +27,10 @@ from data_utils.lm.embedding_files import (EmbeddingWriter, output_files,
                                            text_pieces)
 from data_utils.lm.texts import read_texts
 from data_utils.progress import Progress
-from xlnet_tf.tasks.embeddings import (POOLINGS, Embedder, check_attn_summary,
+from xlnet_tf.tasks.language_model.embeddings import (POOLINGS, Embedder, check_attn_summary,
                                        embed_pieces, layer_indices,
                                        load_attn_summary)
-from xlnet_tf.workflows.lm import (check_lm_flags, check_lm_model,
+from xlnet_tf.tasks.language_model.workflow import (check_lm_flags, check_lm_model,
                                    check_mem_len, check_output_file,
                                    define_lm_flags, load_from_flags,
                                    machine_memory)

@@ -32,10 +32,10 @@ from data_utils.lm.texts import read_texts
 from data_utils.progress import Progress
 from data_utils.tokenization import EOD_ID
 from xlnet_tf.export_dir import check_export_dir
-from xlnet_tf.tasks.generation import check_sampling
-from xlnet_tf.tasks.generation_search import STRATEGIES, Generator
-from xlnet_tf.tasks.lm_serving import EXPORT_KIND, export_language_model
-from xlnet_tf.workflows.lm import (check_lm_flags, check_lm_model,
+from xlnet_tf.tasks.language_model.generation import check_sampling
+from xlnet_tf.tasks.language_model.generation_search import STRATEGIES, Generator
+from xlnet_tf.tasks.language_model.serving import EXPORT_KIND, export_language_model
+from xlnet_tf.tasks.language_model.workflow import (check_lm_flags, check_lm_model,
                                    check_new_tokens, check_output_file,
                                    define_lm_flags, load_from_flags,
                                    machine_memory, write_jsonl)

@@ -24,8 +24,9 @@ from absl import app, flags
 from data_utils.errors import UsageError, check_positive, run_main
 from data_utils.lm import infill
 from data_utils.progress import Progress
-from xlnet_tf.tasks import infilling, scoring
-from xlnet_tf.workflows.lm import (check_lm_flags, check_lm_model,
+from xlnet_tf.tasks.language_model import infilling
+from xlnet_tf.tasks.language_model import scoring
+from xlnet_tf.tasks.language_model.workflow import (check_lm_flags, check_lm_model,
                                    check_output_file, define_lm_flags,
                                    load_from_flags, write_jsonl)
 

@@ -24,7 +24,9 @@ from absl import app, flags
 
 from data_utils.ner.schemes import SCHEMES
 from xlnet_tf import cli
-from xlnet_tf.workflows import ner
+from xlnet_tf.tasks.registry import task_spec
+
+TASK = task_spec("token_classification")
 
 FLAGS = flags.FLAGS
 cli.define_finetune_flags({"task_name": "ner", "learning_rate": 3e-5,
@@ -52,7 +54,7 @@ flags.mark_flags_as_required([n for n in cli.REQUIRED if n != "data_dir"])
 def _options():
   f = FLAGS
   return cli.finetune_options(
-      f, ner.NerOptions, train_file=f.train_file or "",
+      f, TASK.options, train_file=f.train_file or "",
       eval_file=f.eval_file or "", predict_file=f.predict_file or "",
       doc_stride=f.doc_stride, label_all_pieces=f.label_all_pieces,
       document_context=f.document_context,
@@ -62,7 +64,7 @@ def _options():
 
 def main(argv):
   del argv
-  return cli.run_finetune_main("run_ner", FLAGS, _options, ner.run)
+  return cli.run_finetune_main("run_ner", FLAGS, _options, TASK.run)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,9 @@ options -> four logits).
 from absl import app, flags
 
 from xlnet_tf import cli
-from xlnet_tf.workflows import race
+from xlnet_tf.tasks.registry import task_spec
+
+TASK = task_spec("multiple_choice")
 
 FLAGS = flags.FLAGS
 cli.define_finetune_flags(dict(task_name="race", max_seq_length=512,
@@ -36,14 +38,14 @@ flags.mark_flags_as_required(cli.REQUIRED)
 def _options():
   f = FLAGS
   return cli.finetune_options(
-      f, race.RaceOptions, max_qa_length=f.max_qa_length,
+      f, TASK.options, max_qa_length=f.max_qa_length,
       high_only=f.high_only, middle_only=f.middle_only,
       original_context_aliasing=f.original_context_aliasing)
 
 
 def main(argv):
   del argv
-  return cli.run_finetune_main("run_race", FLAGS, _options, race.run)
+  return cli.run_finetune_main("run_race", FLAGS, _options, TASK.run)
 
 
 if __name__ == "__main__":

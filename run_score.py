@@ -23,8 +23,8 @@ from absl import app, flags, logging
 from data_utils.errors import UsageError, check_positive, run_main
 from data_utils.lm.texts import read_texts
 from data_utils.progress import Progress
-from xlnet_tf.tasks import scoring
-from xlnet_tf.workflows.lm import (check_lm_flags, check_lm_model,
+from xlnet_tf.tasks.language_model import scoring
+from xlnet_tf.tasks.language_model.workflow import (check_lm_flags, check_lm_model,
                                    check_output_file, define_lm_flags,
                                    load_from_flags, write_jsonl)
 

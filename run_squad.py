@@ -30,7 +30,9 @@ where the character class changes and between digits).
 from absl import app, flags
 
 from xlnet_tf import cli
-from xlnet_tf.workflows import squad
+from xlnet_tf.tasks.registry import task_spec
+
+TASK = task_spec("squad")
 
 FLAGS = flags.FLAGS
 cli.define_finetune_flags(dict(task_name="squad", max_seq_length=512,
@@ -72,7 +74,7 @@ flags.mark_flags_as_required(["model_config_path", "spiece_model_file",
 def _options():
   f = FLAGS
   return cli.finetune_options(
-      f, squad.SquadOptions, train_file=f.train_file or "",
+      f, TASK.options, train_file=f.train_file or "",
       predict_file=f.predict_file or "",
       max_query_length=f.max_query_length, doc_stride=f.doc_stride,
       max_answer_length=f.max_answer_length, n_best_size=f.n_best_size,
@@ -88,8 +90,8 @@ def main(argv):
   if FLAGS.do_prepro:
     cli.split_cpu(FLAGS.num_cpu_devices)
     return cli.run_main("run_squad",
-                        lambda: squad.SquadWorkflow(_options()).prepro())
-  return cli.run_finetune_main("run_squad", FLAGS, _options, squad.run)
+                        lambda: TASK.workflow(_options()).prepro())
+  return cli.run_finetune_main("run_squad", FLAGS, _options, TASK.run)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Embedding throughput (texts/s): ours (`xlnet_tf.tasks.embeddings.
+"""Embedding throughput (texts/s): ours (`xlnet_tf.tasks.language_model.embeddings.
 Embedder`) vs transformers' `XLNetModel`, same texts, same weights.
 
 XLNet-Base shape with random weights (ours, exported with `save_hf_weights`
@@ -42,7 +42,7 @@ from data_utils.lm.texts import read_texts  # noqa: E402
 from data_utils.tokenization import SentencePieceTokenizer  # noqa: E402
 from xlnet_tf.config import RunOptions, XLNetConfig  # noqa: E402
 from xlnet_tf.pretrained import build_model, save_hf_weights  # noqa: E402
-from xlnet_tf.tasks.embeddings import Embedder, embed_pieces  # noqa: E402
+from xlnet_tf.tasks.language_model.embeddings import Embedder, embed_pieces  # noqa: E402
 
 SHARED = os.path.join(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))), "..", "shared")

@@ -1,4 +1,4 @@
-"""Generation speed (new tokens/s): ours (`xlnet_tf.tasks.generation.decode`
+"""Generation speed (new tokens/s): ours (`xlnet_tf.tasks.language_model.generation.decode`
 in a tf.function, with and without XLA) vs transformers'
 `XLNetLMHeadModel.generate`, same weights, same prompts, greedy.
 
@@ -51,7 +51,7 @@ from bench_common import SIZES  # noqa: E402
 from data_utils.tokenization import PAD_ID  # noqa: E402
 from xlnet_tf.config import RunOptions, XLNetConfig  # noqa: E402
 from xlnet_tf.pretrained import build_model, save_hf_weights  # noqa: E402
-from xlnet_tf.tasks.generation import decode  # noqa: E402
+from xlnet_tf.tasks.language_model.generation import decode  # noqa: E402
 
 VARIANTS = ("ours", "ours+xla", "hf")
 

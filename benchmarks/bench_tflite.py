@@ -48,8 +48,8 @@ from bench_common import SIZES  # noqa: E402
 from data_utils.tokenization import CLS_ID, SEP_ID  # noqa: E402
 from xlnet_tf.config import RunOptions, XLNetConfig  # noqa: E402
 from xlnet_tf.encoder import XLNetModel  # noqa: E402
-from xlnet_tf.tasks.classification import XLNetClassifier  # noqa: E402
-from xlnet_tf.tasks.classification_serving import (  # noqa: E402
+from xlnet_tf.tasks.classification.model import XLNetClassifier  # noqa: E402
+from xlnet_tf.tasks.classification.serving import (  # noqa: E402
     export_classifier)
 from xlnet_tf.tflite import (TFLITE_VARIANTS, TFLiteModel,  # noqa: E402
                              convert_features_export)

@@ -7,7 +7,7 @@ import os
 import xlnet_tf as xt
 from data_utils.pretraining.examples import PretrainDataConfig
 from xlnet_tf.training import TrainOptions
-from xlnet_tf.workflows.classifier import ClassifierOptions, ClassifierWorkflow
+from xlnet_tf.tasks.classification.workflow import ClassifierOptions, ClassifierWorkflow
 
 TINY = xt.XLNetConfig(n_layer=2, d_model=16, n_head=2, d_head=8, d_inner=32,
                       n_token=32000, ff_activation="gelu", untie_r=True)

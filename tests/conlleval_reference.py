@@ -3,7 +3,7 @@ description of the CoNLL-2000 `conlleval` script (its default settings:
 space-separated columns, the gold tag second to last and the guess last,
 `-X-` as a boundary word, chunks read from IOB1/IOB2/IOBES tags).
 
-It shares no code with `xlnet_tf.ner_metrics` nor with `seqeval`, so the
+It shares no code with `xlnet_tf.tasks.token_classification.metrics` nor with `seqeval`, so the
 tests can score the files `run_ner.py` writes as conlleval would.
 """
 

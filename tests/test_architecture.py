@@ -6,6 +6,7 @@ over 400 lines anywhere."""
 
 import ast
 import os
+import re
 
 import pytest
 
@@ -34,8 +35,17 @@ FORBIDDEN = [
                            "xlnet_tf.pretrained"]),
     ("xlnet_tf.io", ["xlnet_tf.tasks", "xlnet_tf.pretrained",
                      "xlnet_tf.training"]),
-    ("xlnet_tf.tasks", ["xlnet_tf.pretrained", "xlnet_tf.workflows"]),
+    ("xlnet_tf.tasks", ["xlnet_tf.pretrained", "xlnet_tf.convert"]),
+    # The fine-tuning driver knows a task only as an XLNetTask.
+    ("xlnet_tf.finetuning", ["xlnet_tf.pretrained"] + [
+        f"xlnet_tf.tasks.{p}" for p in ("classification", "multiple_choice",
+                                        "squad", "token_classification",
+                                        "language_model", "registry")]),
 ]
+# What a task package holds (`xlnet_tf/tasks/<task>/`), and which of its
+# modules sit above the fine-tuning driver.
+TASK_MODULES = ("model", "serving", "workflow", "spec")
+ABOVE_DRIVER = ("workflow", "spec")
 
 
 def _sources():
@@ -157,3 +167,58 @@ def test_the_rules_see_the_project():
     for prefix in [importer] + banned:
       assert any(_under(m, prefix) for m in SOURCES), prefix
   assert any(GRAPH[m] for m in GRAPH if _under(m, "xlnet_tf.tasks"))
+
+
+def _task_packages():
+  tasks = os.path.join(ROOT, "xlnet_tf", "tasks")
+  return sorted(d for d in os.listdir(tasks) if os.path.isfile(
+      os.path.join(tasks, d, "__init__.py")))
+
+
+def test_every_task_is_one_package_with_its_spec_registered():
+  """Adding a task is adding a package (model, serving, workflow, spec)
+  and registering its specs; every table of tasks reads the registry."""
+  from xlnet_tf.tasks import registry
+  packages = _task_packages()
+  assert packages == ["classification", "language_model", "multiple_choice",
+                      "squad", "token_classification"]
+  for package in packages:
+    for name in TASK_MODULES:
+      assert f"xlnet_tf.tasks.{package}.{name}" in SOURCES, (package, name)
+    assert f"xlnet_tf.tasks.{package}.spec" in GRAPH["xlnet_tf.tasks.registry"]
+  homes = {spec.model_class.__module__ for spec in registry.TASKS}
+  assert homes == {f"xlnet_tf.tasks.{p}.model" for p in packages}
+  # No other module keeps a table of tasks: the kinds' names occur as
+  # string literals only in the task packages' specs and models (the export
+  # kind), the spec and registry docstrings, and the checkpoint formats'
+  # decoding (HF config.json, the original's variable names).
+  names = {s.name for s in registry.TASKS} | set(registry.EXPORT_KINDS)
+  quoted = re.compile(r"""["'](%s)["']""" % "|".join(sorted(names)))
+  allowed = {f"xlnet_tf/tasks/{p}/{m}.py" for p in packages
+             for m in ("spec", "model")} | {
+                 "xlnet_tf/tasks/spec.py", "xlnet_tf/tasks/registry.py",
+                 "xlnet_tf/io/hf_config.py", "xlnet_tf/convert.py"}
+  found = []
+  for module, path in SOURCES.items():
+    if module.split(".")[0] != "xlnet_tf" or path in allowed:
+      continue
+    with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+      for line_no, line in enumerate(f, 1):
+        if quoted.search(line) and not line.lstrip().startswith("#"):
+          found.append(f"{path}:{line_no}: {line.strip()}")
+  assert found == []
+
+
+def test_task_models_and_serving_sit_below_the_driver():
+  """A task's model and serving import no workflow, spec, registry or
+  driver (the driver imports `tasks.base`, and the workflows import it)."""
+  above = [f"xlnet_tf.tasks.{p}.{m}" for p in _task_packages()
+           for m in ABOVE_DRIVER] + ["xlnet_tf.tasks.registry",
+                                     "xlnet_tf.finetuning"]
+  wrong = sorted(
+      f"{module} imports {dep}" for module, deps in GRAPH.items()
+      if _under(module, "xlnet_tf.tasks")
+      and module.rpartition(".")[2] not in ABOVE_DRIVER
+      and module != "xlnet_tf.tasks.registry"
+      for dep in deps if any(_under(dep, a) for a in above))
+  assert wrong == []

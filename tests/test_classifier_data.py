@@ -9,7 +9,7 @@ import pytest
 from data_utils.classification import reader as cd
 from data_utils.classification.features import example_features
 from data_utils.tokenization import CLS_ID, SEP_ID, SentencePieceTokenizer
-from xlnet_tf import metrics
+from xlnet_tf.tasks.classification import metrics
 from conftest import spiece_path
 
 # Record counts from ../shared/data/PROVENANCE.md (GLUE's official sizes).

@@ -13,7 +13,7 @@ from data_utils.errors import UserError
 from xlnet_tf.export_dir import EXPORT_MARKER, read_export_marker
 from xlnet_tf.export_layout import (check_export_root, prepare_export_root,
                                     version_dir)
-from xlnet_tf.tasks.classification_serving import export_classifier
+from xlnet_tf.tasks.classification.serving import export_classifier
 from conftest import tree_digest
 
 TINY = xt.XLNetConfig(n_layer=1, d_model=16, n_head=2, d_head=8, d_inner=32,

@@ -288,7 +288,7 @@ def test_config_run_options_and_activation_mapping():
   opts = spec.options
   assert (opts.attn_type, opts.bi_data, opts.clamp_len, opts.same_length,
           opts.mem_len, opts.dropout) == ("uni", True, 7, True, 4, 0.2)
-  assert spec.model == "qa" and spec.head["start_n_top"] == 2
+  assert spec.model == "squad" and spec.head["start_n_top"] == 2
   assert any("RunOptions(clamp_len=7)" in n for n in spec.notes)
 
 

@@ -22,7 +22,7 @@ from data_utils.lm.embedding_files import (EmbeddingWriter, TextPieces,
 from xlnet_tf.config import RunOptions, XLNetConfig
 from xlnet_tf.io import save_original_checkpoint
 from xlnet_tf.pretrained import build_model, save_hf_weights
-from xlnet_tf.tasks.embeddings import (Embedder, check_attn_summary,
+from xlnet_tf.tasks.language_model.embeddings import (Embedder, check_attn_summary,
                                        embed_text_signature, embed_texts,
                                        layer_indices, load_attn_summary)
 from xlnet_tf.tasks.pooling import SequenceSummary

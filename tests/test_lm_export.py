@@ -22,9 +22,9 @@ from data_utils.lm.embedding_files import window_features
 from data_utils.tokenization import PAD_ID
 from xlnet_tf.export_dir import EXPORT_MARKER
 from xlnet_tf.pretrained import build_model
-from xlnet_tf.tasks.generation import decode
-from xlnet_tf.tasks.generation_search import continuation_text
-from xlnet_tf.tasks.lm_serving import (EXPORT_KIND, GENERATION_OUTPUTS,
+from xlnet_tf.tasks.language_model.generation import decode
+from xlnet_tf.tasks.language_model.generation_search import continuation_text
+from xlnet_tf.tasks.language_model.serving import (EXPORT_KIND, GENERATION_OUTPUTS,
                                        export_language_model, prompt_features)
 
 CONFIG = xt.XLNetConfig(n_layer=2, d_model=16, n_head=2, d_head=8,

@@ -22,12 +22,12 @@ from data_utils.errors import UsageError, UserError
 from data_utils.tokenization import PAD_ID
 from xlnet_tf.pretrained import (build_model, load_language_model,
                                  save_hf_weights)
-from xlnet_tf.tasks.generation import (choose_tokens, decode, prefill, step,
+from xlnet_tf.tasks.language_model.generation import (choose_tokens, decode, prefill, step,
                                        step_seed, top_k_filter, top_p_filter)
-from xlnet_tf.tasks.generation_search import (beam_search,
+from xlnet_tf.tasks.language_model.generation_search import (beam_search,
                                               continuation_text, generate,
                                               left_pad)
-from xlnet_tf.tasks.language_model import log_probs_of, two_stream_pass
+from xlnet_tf.tasks.language_model.passes import log_probs_of, two_stream_pass
 
 import run_generate
 

@@ -16,8 +16,8 @@ import transformers
 from conftest import assert_close
 from xlnet_tf.factorization import factorization_perm_mask, target_mapping
 from xlnet_tf.pretrained import load_language_model
-from xlnet_tf.tasks.generation import decode, prefill
-from xlnet_tf.tasks.generation_search import left_pad
+from xlnet_tf.tasks.language_model.generation import decode, prefill
+from xlnet_tf.tasks.language_model.generation_search import left_pad
 
 VOCAB = 60
 PROMPTS = [[11, 12, 13, 14, 15], [20, 21], [30, 31, 32, 33, 34, 35, 36]]

@@ -25,8 +25,8 @@ from data_utils.errors import UserError, run_main
 from data_utils.lm import infill
 from data_utils.tokenization import CLS_ID, MASK_ID, SEP_ID
 from xlnet_tf import pretrained
-from xlnet_tf.tasks import infilling
-from xlnet_tf.tasks.language_model import lm_logits, two_stream_pass
+from xlnet_tf.tasks.language_model import infilling
+from xlnet_tf.tasks.language_model.passes import lm_logits, two_stream_pass
 
 if ROOT not in sys.path:  # the entry scripts live in the project root
   sys.path.insert(0, ROOT)

@@ -17,7 +17,7 @@ import pytest
 from conftest import ROOT, refused_line, spiece_path, tree_digest
 from data_utils.errors import UsageError, UserError, run_main
 from lm_checkpoints import CONFIG, write_checkpoints
-from xlnet_tf.workflows.lm import (check_lm_model, check_mem_len,
+from xlnet_tf.tasks.language_model.workflow import (check_lm_model, check_mem_len,
                                    check_new_tokens)
 
 if ROOT not in sys.path:  # the entry scripts live in the project root

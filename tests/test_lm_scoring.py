@@ -24,7 +24,7 @@ from conftest import ROOT, assert_close, spiece_path
 from data_utils.errors import UserError, run_main
 from data_utils.tokenization import CLS_ID, MASK_ID, SEP_ID
 from xlnet_tf.pretrained import load_language_model
-from xlnet_tf.tasks import scoring
+from xlnet_tf.tasks.language_model import scoring
 
 if ROOT not in sys.path:  # the entry scripts live in the project root
   sys.path.insert(0, ROOT)

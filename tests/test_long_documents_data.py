@@ -15,7 +15,7 @@ from data_utils.errors import UsageError, run_main
 from data_utils.tokenization import (CLS_ID, SEG_ID_A, SEG_ID_B, SEG_ID_CLS,
                                      SEG_ID_PAD, SEP_ID)
 from xlnet_tf.training import TrainOptions
-from xlnet_tf.workflows.classifier import (ClassifierOptions,
+from xlnet_tf.tasks.classification.workflow import (ClassifierOptions,
                                            ClassifierWorkflow,
                                            check_segment_options)
 from cache_cases import LABELS, TINY, file_bytes, write_sst2

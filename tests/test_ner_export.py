@@ -32,7 +32,7 @@ from data_utils.tokenization import SentencePieceTokenizer
 from xlnet_tf.tasks import (TokenClassifierServer,
                             XLNetForTokenClassification,
                             export_token_classifier)
-from xlnet_tf.tasks.token_serving import (best_window_positions, entity_words,
+from xlnet_tf.tasks.token_classification.serving import (best_window_positions, entity_words,
                                           label_tables, window_count)
 from conftest import spiece_path
 

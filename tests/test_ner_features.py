@@ -19,7 +19,7 @@ from data_utils.ner.windows import best_windows, context_of, window_spans
 from data_utils.tokenization import (CLS_ID, SEG_ID_A, SEG_ID_B, SEG_ID_CLS,
                                      SEG_ID_PAD, SEP_ID, SPIECE_UNDERLINE)
 from tests.conlleval_reference import score_file
-from xlnet_tf.ner_metrics import entity_metrics
+from xlnet_tf.tasks.token_classification.metrics import entity_metrics
 
 
 @pytest.fixture(scope="module")

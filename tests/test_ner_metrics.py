@@ -5,7 +5,7 @@ independent conlleval-style count on random tag sequences."""
 import numpy as np
 import pytest
 
-from xlnet_tf.ner_metrics import entity_metrics
+from xlnet_tf.tasks.token_classification.metrics import entity_metrics
 
 KEYS = ("precision", "recall", "f1", "n_gold", "n_predicted", "n_correct")
 

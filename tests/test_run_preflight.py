@@ -12,9 +12,9 @@ from data_utils.classification import features as cf
 from data_utils.classification import reader as cd
 from data_utils.errors import UsageError, UserError
 from data_utils.race import reader as race_data
-from xlnet_tf.workflows.classifier import ClassifierOptions, ClassifierWorkflow
-from xlnet_tf.workflows.race import RaceOptions, RaceWorkflow
-from xlnet_tf.workflows.squad import SquadOptions, SquadWorkflow
+from xlnet_tf.tasks.classification.workflow import ClassifierOptions, ClassifierWorkflow
+from xlnet_tf.tasks.multiple_choice.workflow import RaceOptions, RaceWorkflow
+from xlnet_tf.tasks.squad.workflow import SquadOptions, SquadWorkflow
 from conftest import refused_line, spiece_path, tree_digest
 from input_cases import (TINY, race_dir, race_passage, rte_dir, squad_file,
                          squad_qa, workflow_options)

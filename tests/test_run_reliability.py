@@ -19,7 +19,7 @@ from data_utils.errors import UsageError, UserError
 from data_utils.tokenization import SentencePieceTokenizer
 from xlnet_tf.config import ConfigError, check_vocab
 from xlnet_tf.training import TrainOptions
-from xlnet_tf.workflows.finetune import check_finetune_training
+from xlnet_tf.finetuning.driver import check_finetune_training
 from conftest import (corpus_slice, refused_line, rte_flags, spiece_path,
                       tree_digest)
 

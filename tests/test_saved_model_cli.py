@@ -11,7 +11,7 @@ import sys
 import pytest
 
 import xlnet_tf as xt
-from xlnet_tf.tasks.classification_serving import export_classifier
+from xlnet_tf.tasks.classification.serving import export_classifier
 from conftest import spiece_path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

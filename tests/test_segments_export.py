@@ -21,7 +21,7 @@ from data_utils.classification import features as cf
 from data_utils.graph_tokenizer import GraphTokenizer
 from data_utils.tokenization import (CLS_ID, SEG_ID_A, SEG_ID_B, SEG_ID_CLS,
                                      SEG_ID_PAD, SEP_ID)
-from xlnet_tf.tasks.classification_serving import (ClassifierServer,
+from xlnet_tf.tasks.classification.serving import (ClassifierServer,
                                                    classifier_features,
                                                    export_classifier)
 

@@ -14,9 +14,10 @@ import tensorflow as tf
 
 import xlnet_tf as xt
 from data_utils.squad.records import read_feature_meta
-from xlnet_tf.tasks.squad import SquadTask, export_squad
+from xlnet_tf.tasks.squad.model import SquadTask
+from xlnet_tf.tasks.squad.serving import export_squad
 from xlnet_tf.training import TrainOptions
-from xlnet_tf.workflows.squad import SquadOptions, SquadWorkflow
+from xlnet_tf.tasks.squad.workflow import SquadOptions, SquadWorkflow
 from conftest import assert_close, spiece_path
 from squad_cases import squad_json as _squad, write_json as _write
 

@@ -12,8 +12,8 @@ import tf_keras as keras
 import xlnet_tf as xt
 from data_utils.classification.features import convert_example
 from data_utils.classification.reader import read_examples
-from xlnet_tf.tasks.classification import classification_loss
-from xlnet_tf.tasks.classification_serving import export_classifier
+from xlnet_tf.tasks.classification.model import classification_loss
+from xlnet_tf.tasks.classification.serving import export_classifier
 from xlnet_tf.tflite import (TFLITE_VARIANTS, TFLiteModel,
                              convert_features_export)
 

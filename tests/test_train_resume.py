@@ -27,7 +27,7 @@ STEPS = 6
 _KILLED_AFTER_SAVE = """
 import os, runpy, signal, sys
 from xlnet_tf.training import Trainer
-from xlnet_tf.workflows.finetune import FinetuneWorkflow
+from xlnet_tf.finetuning.driver import FinetuneWorkflow
 FinetuneWorkflow.export = lambda self, checkpoint=None: {}
 kill_at = int(sys.argv.pop(1))
 real_save = Trainer._save

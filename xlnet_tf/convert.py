@@ -58,7 +58,9 @@ from xlnet_tf.convert_args import (CONFIG_NAME, DEFAULT_PREFIX, FLAGS,
 from xlnet_tf.io.hf_config import HF_CONFIG, config_from_hf
 from xlnet_tf.io.hf_files import HF_WEIGHTS
 from xlnet_tf.io.hf_names import MASK_EMB
-from xlnet_tf.pretrained import build_model, file_beside, save_hf_weights
+from xlnet_tf.pretrained import (BASE, build_model, file_beside,
+                                 save_hf_weights)
+from xlnet_tf.tasks.registry import task_spec
 
 def _detect_format(path: str) -> str:
   if is_hf_directory(path):
@@ -89,7 +91,7 @@ def _detect_from_original(names: dict, args) -> tuple:
   elif "logits/dense/bias" in names:
     model = "multiple_choice"
   elif "start_logits/dense/bias" in names:
-    model = "qa"
+    model = "squad"
   elif "model/lm_loss/bias" in names:
     model = "lm"
   else:
@@ -341,14 +343,8 @@ def _run_options_line(options: RunOptions, where: str, dropped: dict
 
 
 def _applies(key: str, model: str) -> bool:
-  pooled = model in ("classification", "regression", "multiple_choice")
-  classes = model in ("classification", "token_classification")
-  return {"task_name": classes or model == "regression",
-          "n_class": classes,
-          "summary_type": pooled, "use_summ_proj": pooled,
-          "tie_weight": model == "lm",
-          "start_n_top": model == "qa", "end_n_top": model == "qa"}.get(
-              key, False)
+  """Whether head argument `key` is one model kind `model` takes."""
+  return model != BASE and bool(task_spec(model).head_arguments({key: 0}))
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -10,10 +10,12 @@ from typing import Optional, Sequence
 from absl import flags
 
 from data_utils.errors import UsageError, UserError, one_line
-from xlnet_tf.io.hf_config import ARCHITECTURES
+from xlnet_tf.pretrained import model_kinds
 from xlnet_tf.tasks import SUMMARY_TYPES
+from xlnet_tf.tasks.registry import TASKS, task_spec
 
-MODELS = tuple(ARCHITECTURES)
+# The model kinds, and the tasks' older names (each warns once).
+MODELS = model_kinds() + tuple(a for s in TASKS for a in s.aliases)
 FORMATS = ("original", "native", "hf")
 CONFIG_NAME = "xlnet_config.json"
 RUN_OPTIONS = "run_options.json"
@@ -131,5 +133,7 @@ def parse_args(argv: Sequence[str]) -> ConvertArgs:
   values = {f.name: getattr(FLAGS, f.name)
             for f in dataclasses.fields(ConvertArgs)
             if f.name not in ("source", "target")}
+  if values["model"] not in (None,) + model_kinds():
+    values["model"] = task_spec(values["model"]).name  # an older name
   return ConvertArgs(source=FLAGS["from"].value, target=FLAGS["to"].value,
                      **values)

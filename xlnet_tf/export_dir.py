@@ -33,11 +33,11 @@ from xlnet_tf.version import __version__
 
 EXPORT_MARKER = "xlnet_tf_export.json"
 MARKER_FORMAT = 1
-# One kind per serving contract (the signatures' inputs and outputs): a
-# regressor answers `score`, a classifier `logits`/`label`..., so a client of
-# one cannot use the other.
-EXPORT_KINDS = ("classifier", "regressor", "multiple_choice", "squad",
-                "token_classifier", "language_model")
+# An export's kind names its serving contract (the signatures' inputs and
+# outputs: a regressor answers `score`, a classifier `logits`/`label`...), so
+# a client of one cannot use the other. Each task's spec names its kind
+# (`xlnet_tf/tasks/registry.py`, EXPORT_KINDS); here a kind is a name.
+_KIND = re.compile(r"^[a-z][a-z_]*$")
 
 # What `tf.saved_model.save` writes at the top of an export, the TFLite
 # files of a TFLite export (`export_layout`), plus the marker;
@@ -81,7 +81,8 @@ def read_export_marker(export_dir: str) -> Optional[dict]:
       marker = json.load(f)
   except (OSError, ValueError):
     return None
-  if not isinstance(marker, dict) or marker.get("kind") not in EXPORT_KINDS \
+  if not isinstance(marker, dict) or \
+      not _KIND.match(str(marker.get("kind"))) \
       or not isinstance(marker.get("files", []), list):
     return None
   return marker
@@ -148,12 +149,12 @@ def check_export_target(export_dir: str, kind: str, flag: str,
                         model_dir: Optional[str] = None
                         ) -> Optional[List[str]]:
   """The checks of `check_export_dir` before its look at what the
-  directory holds: the kind is known, the path is given, it is none of
+  directory holds: the kind is a name, the path is given, it is none of
   `keep`'s paths nor contains one, it takes no name training writes in
   `model_dir`, and it is a directory or can be made one. Returns the names
   in the directory, None if it does not exist yet."""
-  if kind not in EXPORT_KINDS:
-    raise ValueError(f"unknown export kind {kind!r}")
+  if not _KIND.match(kind):
+    raise ValueError(f"not an export kind: {kind!r}")
   where = f"--{flag}={export_dir}"
   if not export_dir:
     raise UsageError(f"--{flag} is required")

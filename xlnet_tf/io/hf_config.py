@@ -27,17 +27,6 @@ from xlnet_tf.layers.layer_norm import LAYER_NORM_EPSILON
 
 HF_CONFIG = "config.json"
 
-# This project's model kinds (the convert CLI's --model) -> HF architecture.
-ARCHITECTURES = {
-    "base": "XLNetModel",
-    "lm": "XLNetLMHeadModel",
-    "classification": "XLNetForSequenceClassification",
-    "regression": "XLNetForSequenceClassification",
-    "multiple_choice": "XLNetForMultipleChoice",
-    "qa": "XLNetForQuestionAnswering",
-    "token_classification": "XLNetForTokenClassification",
-}
-
 _ACT_TO_HF = {"relu": "relu", "gelu": "gelu_new", "gelu_exact": "gelu"}
 # 'gelu_pytorch_tanh' is HF's fused kernel for the same tanh formula.
 _ACT_FROM_HF = {"relu": "relu", "gelu_new": "gelu", "gelu_pytorch_tanh": "gelu",
@@ -49,7 +38,9 @@ class HFModelSpec:
   """What an HF `config.json` means here.
 
   config: the `XLNetConfig`; options: the `RunOptions` that reproduce the HF
-  model's forward pass; model: a key of `ARCHITECTURES`; head: keyword
+  model's forward pass; model: the model kind, "base" (the encoder) or a
+  task's name (`xlnet_tf/tasks/registry.py`, which pairs each with its
+  architecture; a test holds the two equal); head: keyword
   arguments of that task model (n_class, task_name, summary_type,
   use_summ_proj, tie_weight, start_n_top, end_n_top) plus, for the
   classification kinds, `labels` (class names by id, from id2label; no model
@@ -236,7 +227,7 @@ def config_from_hf(data: dict, source: str = HF_CONFIG) -> HFModelSpec:
     model = "token_classification"
     head.update(_class_head(data, source))
   elif architecture == "XLNetForQuestionAnswering":
-    model = "qa"
+    model = "squad"
     head.update(start_n_top=data.get("start_n_top", 5),
                 end_n_top=data.get("end_n_top", 5))
   else:
@@ -254,7 +245,7 @@ def config_to_hf(config: XLNetConfig, options: RunOptions,
                  architecture: str = "XLNetModel", head: Optional[dict] = None
                  ) -> dict:
   """The HF `config.json` contents of an encoder (`config`, `options`) saved
-  as `architecture` (a value of `ARCHITECTURES`) with a task head described
+  as `architecture` (one of transformers' XLNet classes) with a task head described
   by `head`: summary_type, use_summ_proj (pooled heads), n_class (None:
   regression), labels (class names by id; default HF's LABEL_<i>),
   task_name, tie_weight, start_n_top, end_n_top. Raises `CheckpointError`

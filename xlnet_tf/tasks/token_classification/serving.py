@@ -50,8 +50,8 @@ from data_utils.tokenization import (CLS_ID, SEG_ID_A, SEG_ID_CLS, SEG_ID_PAD,
                                      SEP_ID, SentencePieceTokenizer)
 from xlnet_tf.export_dir import check_export_dir, save_atomically
 from xlnet_tf.tasks.base import feature_specs, signature, string_spec
+from xlnet_tf.tasks.token_classification.model import EXPORT_KIND
 
-EXPORT_KIND = "token_classifier"
 # conlleval's prefixes, as codes for the in-graph entity reading.
 _O, _B, _I, _E, _S = range(5)
 _PREFIX_CODES = {"O": _O, "B": _B, "I": _I, "E": _E, "S": _S}

@@ -13,8 +13,8 @@ from absl import logging
 from data_utils.classification.records import (build_features,
                                                classifier_dataset)
 from data_utils.errors import UserError
-from xlnet_tf.workflows.common import run_inference
-from xlnet_tf.workflows.finetune import FinetuneWorkflow
+from xlnet_tf.finetuning.inference import run_inference
+from xlnet_tf.finetuning.driver import FinetuneWorkflow
 
 
 class RecordsWorkflow(FinetuneWorkflow):

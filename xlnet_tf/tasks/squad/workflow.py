@@ -31,10 +31,11 @@ from data_utils.squad.records import (cached_features, read_feature_meta,
                                       squad_dataset)
 from data_utils.errors import UsageError, UserError, check_positive
 from data_utils.outputs import output_name
-from xlnet_tf.tasks.squad import SQUAD_OUTPUTS, SquadTask, export_squad
+from xlnet_tf.tasks.squad.model import SquadTask
+from xlnet_tf.tasks.squad.serving import SQUAD_OUTPUTS, export_squad
 from xlnet_tf.training import checkpoint_number
-from xlnet_tf.workflows.common import run_inference
-from xlnet_tf.workflows.finetune import FinetuneOptions, FinetuneWorkflow
+from xlnet_tf.finetuning.inference import run_inference
+from xlnet_tf.finetuning.driver import FinetuneOptions, FinetuneWorkflow
 
 # The prediction files, in `prediction_names`' order.
 ANSWER_FILES = ("predictions", "nbest_predictions", "null_odds",

@@ -23,10 +23,10 @@ import tensorflow as tf
 
 from data_utils.errors import UserError
 from data_utils.tokenization import PAD_ID
-from xlnet_tf.tasks.generation import (decode, is_stop, prefill,
+from xlnet_tf.tasks.language_model.generation import (decode, is_stop, prefill,
                                        prompt_length, restrict_vocab, step,
                                        step_constants, stop_tensor)
-from xlnet_tf.tasks.pretraining import XLNetPretrainer
+from xlnet_tf.tasks.language_model.model import XLNetPretrainer
 
 STRATEGIES = ("greedy", "sample", "beam")
 

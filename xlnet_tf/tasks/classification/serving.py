@@ -43,6 +43,7 @@ from data_utils.tokenization import (CLS_ID, SEG_ID_A, SEG_ID_B, SEG_ID_CLS,
                                      SEG_ID_PAD, SEP_ID)
 from xlnet_tf.export_dir import check_export_dir, save_atomically
 from xlnet_tf.tasks.base import feature_specs, signature, string_spec
+from xlnet_tf.tasks.classification.model import CLASSIFIER_KIND, REGRESSOR_KIND
 
 
 def _keep(ids: tf.RaggedTensor, n: tf.Tensor,
@@ -257,7 +258,7 @@ def export_classifier(model, export_dir: str, max_seq_length: int,
   keeps the end of a text longer than L in the raw-text signatures (as
   `--keep_end`). Returns the export directory."""
   check_layout(max_seq_length, model.segment_length, keep_end)
-  kind = "regressor" if regression else "classifier"
+  kind = REGRESSOR_KIND if regression else CLASSIFIER_KIND
   check_export_dir(export_dir, kind)
   tokenizer = (GraphTokenizer(sp_model_path, lower=lower) if sp_model_path
                else None)

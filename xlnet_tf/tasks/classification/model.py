@@ -86,6 +86,10 @@ def regression_loss(score, labels):
   return tf.square(tf.cast(score, tf.float32) - tf.cast(labels, tf.float32))
 
 
+# The kinds its SavedModels record (`export_dir`).
+CLASSIFIER_KIND, REGRESSOR_KIND = "classifier", "regressor"
+
+
 class ClassifierTask(XLNetTask):
   """Classification (softmax cross-entropy) or, with `regression`,
   regression (squared error) on `{input_ids, segment_ids, input_mask,
@@ -108,7 +112,7 @@ class ClassifierTask(XLNetTask):
 
   @property
   def export_kind(self) -> str:
-    return "regressor" if self.regression else "classifier"
+    return REGRESSOR_KIND if self.regression else CLASSIFIER_KIND
 
   def compute_loss(self, model, features, state, training):
     out = model(features, training=training)

@@ -20,9 +20,8 @@ import tf_keras as keras
 
 from xlnet_tf.config import RunOptions, XLNetConfig
 from xlnet_tf.encoder import XLNetModel
-from xlnet_tf.export_dir import check_export_dir, save_atomically
-from xlnet_tf.tasks.base import XLNetTask, feature_specs, signature
-from xlnet_tf.tasks.classification import classification_loss
+from xlnet_tf.tasks.base import XLNetTask
+from xlnet_tf.tasks.classification.model import classification_loss
 from xlnet_tf.tasks.pooling import PooledTaskModel
 
 FEATURE_KEYS = ("input_ids", "segment_ids", "input_mask")
@@ -62,11 +61,15 @@ class XLNetForMultipleChoice(PooledTaskModel):
     return dict(super().head_config(), n_choice=self.n_choice)
 
 
+# The kind its SavedModels record (`export_dir`).
+EXPORT_KIND = "multiple_choice"
+
+
 class MultipleChoiceTask(XLNetTask):
   """Softmax cross-entropy over the choices' scores."""
 
   model_class = XLNetForMultipleChoice
-  export_kind = "multiple_choice"
+  export_kind = EXPORT_KIND
 
   def __init__(self, config: XLNetConfig, options: Optional[RunOptions],
                n_choice: int = 4, summary_type: str = "last",
@@ -80,33 +83,3 @@ class MultipleChoiceTask(XLNetTask):
 
   def tokens_per_example(self) -> int:
     return self.seq_len * self.head["n_choice"]
-
-
-class MultipleChoiceServer(tf.Module):
-  """The exported object: the model and its one signature."""
-
-  def __init__(self, model, n_choice: int, max_seq_length: int):
-    super().__init__()
-    self.model = model
-    self.n_choice = n_choice
-    self.max_seq_length = max_seq_length
-
-  def serve_features(self, input_ids, segment_ids, input_mask):
-    out = self.model({"input_ids": input_ids, "segment_ids": segment_ids,
-                      "input_mask": input_mask}, training=False)
-    return {"logits": out["logits"], "probabilities": out["probabilities"],
-            "class_id": tf.argmax(out["logits"], -1, output_type=tf.int32)}
-
-  def signatures(self) -> dict:
-    shape = [None, self.n_choice, self.max_seq_length]
-    return {"serving_default": signature(self.serve_features,
-                                         *feature_specs(shape))}
-
-
-def export_multiple_choice(model, export_dir: str, n_choice: int,
-                           max_seq_length: int) -> str:
-  """Exports an `XLNetForMultipleChoice`; returns the export directory."""
-  check_export_dir(export_dir, "multiple_choice")
-  server = MultipleChoiceServer(model, n_choice, max_seq_length)
-  return save_atomically(server, server.signatures(), export_dir,
-                         "multiple_choice")

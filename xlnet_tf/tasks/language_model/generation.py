@@ -38,8 +38,8 @@ from data_utils.tokenization import MASK_ID, PAD_ID
 from xlnet_tf.kernels import decoding
 from xlnet_tf.kernels.decoding import Cache, StepConstants
 from xlnet_tf.masks import memory_mask
-from xlnet_tf.tasks.language_model import two_stream_pass
-from xlnet_tf.tasks.pretraining import XLNetPretrainer
+from xlnet_tf.tasks.language_model.passes import two_stream_pass
+from xlnet_tf.tasks.language_model.model import XLNetPretrainer
 
 # The id fed at the position being predicted; nobody ever sees it.
 SLOT_ID = MASK_ID

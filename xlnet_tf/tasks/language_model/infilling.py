@@ -31,10 +31,10 @@ from data_utils.errors import UserError
 from data_utils.lm.infill import InfillText, encode, fill_text
 from data_utils.tokenization import SPECIAL_SYMBOLS
 from xlnet_tf.factorization import CONTEXT
-from xlnet_tf.tasks.generation import check_sampling
-from xlnet_tf.tasks.language_model import two_stream_pass
-from xlnet_tf.tasks.pretraining import XLNetPretrainer
-from xlnet_tf.tasks.scoring import MARKERS, pad_left
+from xlnet_tf.tasks.language_model.generation import check_sampling
+from xlnet_tf.tasks.language_model.passes import two_stream_pass
+from xlnet_tf.tasks.language_model.model import XLNetPretrainer
+from xlnet_tf.tasks.language_model.scoring import MARKERS, pad_left
 
 FILL_ORDERS = ("left_to_right", "confident")
 STRATEGIES = ("greedy", "sample")

@@ -25,7 +25,7 @@ from xlnet_tf.export_layout import (check_export_root, prepare_export_root,
                                     version_dir, write_tflite)
 from xlnet_tf.training import (TrainOptions, Trainer, TrainTask,
                                checkpoint_number, write_eval_scalars)
-from xlnet_tf.workflows.common import training_checkpoints
+from xlnet_tf.finetuning.inference import training_checkpoints
 
 
 @dataclasses.dataclass(frozen=True)

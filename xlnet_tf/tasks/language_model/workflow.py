@@ -18,10 +18,11 @@ from data_utils.tokenization import SentencePieceTokenizer
 from xlnet_tf.config import XLNetConfig
 from xlnet_tf.io import check_checkpoint
 from xlnet_tf.io.dims import check_config_fits
-from xlnet_tf.pretrained import language_model_config, load_language_model
-from xlnet_tf.tasks.generation import (FLOAT_BYTES, MAX_POSITIONS, Limit,
+from xlnet_tf.tasks.language_model.loading import (language_model_config,
+                                              load_language_model)
+from xlnet_tf.tasks.language_model.generation import (FLOAT_BYTES, MAX_POSITIONS, Limit,
                                        new_token_limit)
-from xlnet_tf.tasks.pretraining import XLNetPretrainer
+from xlnet_tf.tasks.language_model.model import XLNetPretrainer
 
 
 @dataclasses.dataclass(frozen=True)

@@ -16,17 +16,14 @@ from typing import Optional
 import tensorflow as tf
 import tf_keras as keras
 
-from data_utils.errors import UsageError
 from xlnet_tf.building import build_dense, build_once
 from xlnet_tf.config import RunOptions, XLNetConfig
 from xlnet_tf.encoder import XLNetModel
-from xlnet_tf.export_dir import check_export_dir, save_atomically
 from xlnet_tf.initializers import fresh
 from xlnet_tf.layers.dropout import SeededDropout
 from xlnet_tf.layers.layer_norm import LayerNorm
 from xlnet_tf.masks import MASK_PENALTY
-from xlnet_tf.tasks.base import (TaskModel, XLNetTask, feature_specs,
-                                 signature)
+from xlnet_tf.tasks.base import TaskModel, XLNetTask
 
 
 def _masked(logits, p_mask):
@@ -196,13 +193,17 @@ def squad_loss(outputs, start_positions, end_positions, is_impossible=None):
   return loss
 
 
+# The kind its SavedModels record (`export_dir`).
+EXPORT_KIND = "squad"
+
+
 class SquadTask(XLNetTask):
   """`squad_loss` on `{..., start_positions, end_positions, is_impossible}`
   batches. The built model answers with a beam of `start_n_top` x
   `end_n_top` when no `start_positions` is given."""
 
   model_class = XLNetForQuestionAnswering
-  export_kind = "squad"
+  export_kind = EXPORT_KIND
 
   def __init__(self, config: XLNetConfig, options: Optional[RunOptions],
                start_n_top: int = 5, end_n_top: int = 5, seq_len: int = 0):
@@ -214,49 +215,3 @@ class SquadTask(XLNetTask):
     return squad_loss(out, features["start_positions"],
                       features["end_positions"],
                       features["is_impossible"]), None
-
-
-SQUAD_OUTPUTS = ("start_top_log_probs", "start_top_index",
-                 "end_top_log_probs", "end_top_index", "cls_logits")
-
-
-class SquadServer(tf.Module):
-  """serving_default: input_ids, segment_ids int32 `[B, L]`, input_mask,
-  p_mask float32 `[B, L]`, cls_index int32 `[B]` -> start_top_log_probs,
-  start_top_index `[B, S]`, end_top_log_probs, end_top_index `[B, S * E]`
-  (entry `s * E + e` = the e-th end of the s-th start) and cls_logits `[B]`
-  (answer-class logit, higher = more likely no answer)."""
-
-  def __init__(self, model, max_seq_length: int):
-    super().__init__()
-    self.model = model
-    self.max_seq_length = max_seq_length
-
-  def serve_features(self, input_ids, segment_ids, input_mask, p_mask,
-                     cls_index):
-    out = self.model({"input_ids": input_ids, "segment_ids": segment_ids,
-                      "input_mask": input_mask, "p_mask": p_mask,
-                      "cls_index": cls_index}, training=False)
-    return {k: out[k] for k in SQUAD_OUTPUTS}
-
-  def signatures(self) -> dict:
-    shape = [None, self.max_seq_length]
-    return {"serving_default": signature(
-        self.serve_features, *feature_specs(shape),
-        tf.TensorSpec(shape, tf.float32, "p_mask"),
-        tf.TensorSpec([None], tf.int32, "cls_index"))}
-
-
-def export_squad(model, export_dir: str, max_seq_length: int,
-                 start_n_top: int = 5, end_n_top: int = 5) -> str:
-  """Exports an `XLNetForQuestionAnswering`; its beam must be the asked
-  `start_n_top` x `end_n_top` (it fixes the output shapes). Returns the
-  export directory."""
-  beam = (getattr(model, "start_n_top", None), getattr(model, "end_n_top",
-                                                         None))
-  if beam != (start_n_top, end_n_top):
-    raise UsageError(f"the model's beam is {beam[0]} x {beam[1]}, the export "
-                     f"asks {start_n_top} x {end_n_top}")
-  check_export_dir(export_dir, "squad")
-  server = SquadServer(model, max_seq_length)
-  return save_atomically(server, server.signatures(), export_dir, "squad")

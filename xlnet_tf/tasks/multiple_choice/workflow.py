@@ -18,10 +18,10 @@ from data_utils.classification.reader import check_split_files
 from data_utils.race import reader as race_reader
 from data_utils.race.features import race_features
 from data_utils.errors import UsageError, UserError
-from xlnet_tf.tasks.multiple_choice import (MultipleChoiceTask,
-                                            export_multiple_choice)
-from xlnet_tf.workflows.finetune import FinetuneOptions
-from xlnet_tf.workflows.records import RecordsWorkflow
+from xlnet_tf.tasks.multiple_choice.model import MultipleChoiceTask
+from xlnet_tf.tasks.multiple_choice.serving import export_multiple_choice
+from xlnet_tf.finetuning.driver import FinetuneOptions
+from xlnet_tf.finetuning.records import RecordsWorkflow
 
 
 @dataclasses.dataclass(frozen=True)

@@ -37,12 +37,12 @@ from data_utils.ner.reader import NerData, read_ner
 from data_utils.ner.records import cached_ner_features, ner_dataset
 from data_utils.ner.schemes import label_list
 from data_utils.outputs import output_name
-from xlnet_tf.ner_metrics import entity_metrics, majority_baseline, \
+from xlnet_tf.tasks.token_classification.metrics import entity_metrics, majority_baseline, \
     majority_tags
 from xlnet_tf.tasks import TokenClassificationTask, export_token_classifier
 from xlnet_tf.training import checkpoint_number
-from xlnet_tf.workflows.common import run_inference
-from xlnet_tf.workflows.finetune import FinetuneOptions, FinetuneWorkflow
+from xlnet_tf.finetuning.inference import run_inference
+from xlnet_tf.finetuning.driver import FinetuneOptions, FinetuneWorkflow
 
 LABELS_FILE = "ner_labels.json"
 # CoNLL-2003's file of each split name.

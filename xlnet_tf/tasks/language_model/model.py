@@ -108,6 +108,10 @@ class XLNetPretrainer(TaskModel):
     return {"tie_weight": self.tie_weight}
 
 
+# The kind its SavedModel records (`export_dir`).
+EXPORT_KIND = "language_model"
+
+
 class PretrainTask(XLNetTask):
   """Carries each layer's memory `[per_replica_batch, mem_len, d_model]`
   from step to step."""

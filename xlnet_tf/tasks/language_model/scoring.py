@@ -30,8 +30,8 @@ import tensorflow as tf
 from data_utils.errors import UserError
 from data_utils.tokenization import CLS_ID, PAD_ID, SEP_ID
 from xlnet_tf.factorization import CONTEXT
-from xlnet_tf.tasks.language_model import log_probs_of, two_stream_pass
-from xlnet_tf.tasks.pretraining import XLNetPretrainer
+from xlnet_tf.tasks.language_model.passes import log_probs_of, two_stream_pass
+from xlnet_tf.tasks.language_model.model import XLNetPretrainer
 
 ORDERS = ("l2r", "pll")
 MARKERS = (SEP_ID, CLS_ID)

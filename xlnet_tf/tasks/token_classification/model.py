@@ -76,12 +76,16 @@ def token_classification_loss(logits, label_ids):
                                tf.reduce_sum(weights))
 
 
+# The kind its SavedModels record (`export_dir`).
+EXPORT_KIND = "token_classifier"
+
+
 class TokenClassificationTask(XLNetTask):
   """`token_classification_loss` on `{input_ids, segment_ids, input_mask,
   label_ids}` batches."""
 
   model_class = XLNetForTokenClassification
-  export_kind = "token_classifier"
+  export_kind = EXPORT_KIND
 
   def __init__(self, config: XLNetConfig, options: Optional[RunOptions],
                n_class: int, task_name: str = "task", seq_len: int = 0):

@@ -18,7 +18,7 @@ import tensorflow as tf
 
 from xlnet_tf.factorization import (factorization_perm_mask, query_inputs,
                                     target_mapping, target_positions)
-from xlnet_tf.tasks.pretraining import XLNetPretrainer
+from xlnet_tf.tasks.language_model.model import XLNetPretrainer
 
 
 def lm_logits(lm: XLNetPretrainer, hidden) -> tf.Tensor:

@@ -20,11 +20,11 @@ from absl import logging
 from data_utils.classification import reader as cd
 from data_utils.classification.features import example_features
 from data_utils.errors import UsageError, UserError
-from xlnet_tf import metrics
-from xlnet_tf.tasks.classification import ClassifierTask
-from xlnet_tf.tasks.classification_serving import export_classifier
-from xlnet_tf.workflows.finetune import FinetuneOptions
-from xlnet_tf.workflows.records import RecordsWorkflow
+from xlnet_tf.tasks.classification import metrics
+from xlnet_tf.tasks.classification.model import ClassifierTask
+from xlnet_tf.tasks.classification.serving import export_classifier
+from xlnet_tf.finetuning.driver import FinetuneOptions
+from xlnet_tf.finetuning.records import RecordsWorkflow
 
 # File names the GLUE server expects.
 GLUE_SUBMISSION = {"cola": "CoLA", "sst-2": "SST-2", "mrpc": "MRPC",

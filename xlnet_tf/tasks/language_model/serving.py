@@ -41,11 +41,9 @@ from data_utils.graph_tokenizer import GraphTokenizer
 from data_utils.tokenization import PAD_ID, SPECIAL_SYMBOLS
 from xlnet_tf.export_dir import check_export_dir, save_atomically
 from xlnet_tf.tasks.base import string_spec
-from xlnet_tf.tasks.embeddings import embed_text_signature
-from xlnet_tf.tasks.generation import decode
-from xlnet_tf.tasks.pretraining import XLNetPretrainer
-
-EXPORT_KIND = "language_model"
+from xlnet_tf.tasks.language_model.embeddings import embed_text_signature
+from xlnet_tf.tasks.language_model.generation import decode
+from xlnet_tf.tasks.language_model.model import EXPORT_KIND, XLNetPretrainer
 
 GENERATION_OUTPUTS = ("tokens", "log_probs", "lengths", "text",
                       "prompt_lengths")
