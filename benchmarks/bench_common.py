@@ -120,3 +120,13 @@ def imported_from(result: dict, tree: str) -> None:
       os.path.realpath(tree) + os.sep):
     raise SystemExit(f"{tree}: the process imported xlnet_tf from "
                      f"{result['source']}, not from this tree")
+
+
+def print_report(report: dict, load_before, started: float) -> None:
+  """Prints a benchmark's JSON `report` with what says how quiet the
+  machine was: the load averages before and after, and the wall time since
+  `started` (other processes slow a 2-thread run down)."""
+  print(json.dumps(dict(report, load_average_1_5_15={
+      "before": [round(x, 2) for x in load_before],
+      "after": [round(x, 2) for x in os.getloadavg()]},
+      wall_seconds=round(time.time() - started, 1)), indent=2))

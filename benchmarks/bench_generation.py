@@ -25,7 +25,6 @@ figures; `OMP_WAIT_POLICY` defaults to PASSIVE, see below).
 """
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -47,7 +46,7 @@ import tensorflow as tf  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
-from bench_common import SIZES  # noqa: E402
+from bench_common import SIZES, print_report  # noqa: E402
 from data_utils.tokenization import PAD_ID  # noqa: E402
 from xlnet_tf.config import RunOptions, XLNetConfig  # noqa: E402
 from xlnet_tf.pretrained import build_model, save_hf_weights  # noqa: E402
@@ -176,7 +175,7 @@ def main(argv=None) -> int:
           row[f"first_token_agreement_{v}_hf"] = int(np.sum(
               first_tokens[(v, b)] == first_tokens[("hf", b)]))
     results[f"batch_{b}"] = row
-  print(json.dumps({
+  print_report({
       "benchmark": "generation", "size": args.size,
       "prompt_len": args.prompt_len, "new_tokens": args.new_tokens,
       "threads": args.threads, "rounds": args.rounds, "greedy": True,
@@ -184,13 +183,9 @@ def main(argv=None) -> int:
       "dtype": "float32", "versions": {
           "tensorflow": tf.__version__, "torch": torch.__version__,
           "transformers": transformers.__version__},
-      "warmup_seconds": warmup, "results": results,
       # Other processes on the machine slow a 2-thread run down, torch's
       # OpenMP threads most (a waiting thread spins on a taken core).
-      "load_average_1_5_15": {"before": [round(x, 2) for x in load_before],
-                              "after": [round(x, 2) for x in
-                                        os.getloadavg()]},
-      "wall_seconds": round(time.time() - started, 1)}, indent=2))
+      "warmup_seconds": warmup, "results": results}, load_before, started)
   return 0
 
 

@@ -28,7 +28,6 @@ figures).
 """
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -44,15 +43,15 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tf_keras as keras  # noqa: E402
 
-from bench_common import SIZES  # noqa: E402
+from bench_common import SIZES, print_report  # noqa: E402
 from data_utils.tokenization import CLS_ID, SEP_ID  # noqa: E402
 from xlnet_tf.config import RunOptions, XLNetConfig  # noqa: E402
 from xlnet_tf.encoder import XLNetModel  # noqa: E402
 from xlnet_tf.tasks.classification.model import XLNetClassifier  # noqa: E402
 from xlnet_tf.tasks.classification.serving import (  # noqa: E402
     export_classifier)
-from xlnet_tf.tflite import (TFLITE_VARIANTS, TFLiteModel,  # noqa: E402
-                             convert_features_export)
+from xlnet_tf.export.tflite import (TFLITE_VARIANTS, TFLiteModel,  # noqa: E402
+                                    convert_features_export)
 
 VARIANTS = ("saved_model",) + tuple(f"tflite_{v}" for v in TFLITE_VARIANTS)
 
@@ -199,18 +198,14 @@ def main(argv=None) -> int:
     if name in logit_diff:
       results[name]["max_abs_logit_diff_vs_saved_model"] = float(
           f"{logit_diff[name]:.3g}")
-  print(json.dumps({
+  print_report({
       "benchmark": "tflite", "size": args.size, "seq_len": args.seq_len,
       "batch": 1, "threads": args.threads, "rounds": args.rounds,
       "calls_per_round": args.calls, "warmup_calls": args.warmup,
       "versions": {"tensorflow": tf.__version__,
                    "ai_edge_litert": getattr(ai_edge_litert, "__version__",
                                              "?")},
-      "seconds": seconds, "results": results,
-      "load_average_1_5_15": {"before": [round(x, 2) for x in load_before],
-                              "after": [round(x, 2) for x in
-                                        os.getloadavg()]},
-      "wall_seconds": round(time.time() - started, 1)}, indent=2))
+      "seconds": seconds, "results": results}, load_before, started)
   return 0
 
 

@@ -19,7 +19,7 @@ from data_utils.classification import reader as cd
 from xlnet_tf.training import TrainOptions
 from xlnet_tf.tasks.classification.workflow import (ClassifierOptions,
                                            ClassifierWorkflow)
-from xlnet_tf.finetuning.inference import training_checkpoints
+from xlnet_tf.training import training_checkpoints
 from conftest import ROOT, spiece_path
 
 TINY = xt.XLNetConfig(n_layer=2, d_model=16, n_head=2, d_head=8, d_inner=32,

@@ -21,11 +21,11 @@ from data_utils.tokenization import SentencePieceTokenizer
 from xlnet_tf.io import (check_init_checkpoint, load_checkpoint,
                          load_native_checkpoint)
 from xlnet_tf.config import RunOptions, XLNetConfig, check_vocab
-from xlnet_tf.export_layout import (check_export_root, prepare_export_root,
+from xlnet_tf.export.layout import (check_export_root, prepare_export_root,
                                     version_dir, write_tflite)
 from xlnet_tf.training import (TrainOptions, Trainer, TrainTask,
-                               checkpoint_number, write_eval_scalars)
-from xlnet_tf.finetuning.inference import training_checkpoints
+                               checkpoint_number, training_checkpoints,
+                               write_eval_scalars)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,26 +1,14 @@
-"""Pieces every fine-tuning workflow uses: checkpoints to evaluate, batched
-inference to numpy."""
+"""Batched inference to numpy, what every fine-tuning workflow runs its
+model with."""
 
 from __future__ import annotations
 
-import re
 from typing import Callable, Dict, List, Optional
 
 import numpy as np
 import tensorflow as tf
 
 from data_utils.progress import Progress
-
-
-def training_checkpoints(model_dir: str) -> List[str]:
-  """Checkpoint prefixes written by the training loop, oldest first."""
-  state = tf.train.get_checkpoint_state(model_dir)
-  if state is None:
-    return []
-  paths = [p for p in state.all_model_checkpoint_paths
-           if tf.io.gfile.exists(p + ".index")]
-  return sorted(paths, key=lambda p: int(re.search(r"(\d+)$", p).group(1))
-                if re.search(r"(\d+)$", p) else 0)
 
 
 def run_inference(model_fn: Callable[[dict], Dict[str, tf.Tensor]],

@@ -34,6 +34,16 @@ def checkpoint_number(prefix: str) -> int:
   return int(match.group(1)) if match else 0
 
 
+def training_checkpoints(model_dir: str) -> List[str]:
+  """The checkpoint prefixes the training loop wrote in `model_dir` (its
+  `checkpoint` state file's, whose index exists), oldest step first."""
+  state = tf.train.get_checkpoint_state(model_dir)
+  if state is None:
+    return []
+  return sorted((p for p in state.all_model_checkpoint_paths
+                 if tf.io.gfile.exists(p + ".index")), key=checkpoint_number)
+
+
 def remove_checkpoint_temps(model_dir: str) -> List[str]:
   """Removes what interrupted saves of the training checkpoints left in
   `model_dir`: directories named `ckpt-<n>_temp` holding nothing but
