@@ -31,7 +31,7 @@ from data_utils.errors import UsageError, check_positive, run_main
 from data_utils.lm.texts import read_texts
 from data_utils.progress import Progress
 from data_utils.tokenization import EOD_ID
-from xlnet_tf.export_dir import check_export_dir
+from xlnet_tf.export.directory import check_export_dir
 from xlnet_tf.tasks.language_model.generation import check_sampling
 from xlnet_tf.tasks.language_model.generation_search import STRATEGIES, Generator
 from xlnet_tf.tasks.language_model.serving import EXPORT_KIND, export_language_model

@@ -36,12 +36,23 @@ FORBIDDEN = [
     ("xlnet_tf.io", ["xlnet_tf.tasks", "xlnet_tf.pretrained",
                      "xlnet_tf.training"]),
     ("xlnet_tf.tasks", ["xlnet_tf.pretrained", "xlnet_tf.convert"]),
+    # Serving exports know no task, model or checkpoint format (an export
+    # kind is a name, a model a tf.Module): each task's signatures are in
+    # its tasks/<task>/serving.py, which imports xlnet_tf.export.
+    ("xlnet_tf.export", ["xlnet_tf.tasks", "xlnet_tf.finetuning",
+                         "xlnet_tf.pretrained", "xlnet_tf.encoder",
+                         "xlnet_tf.layers", "xlnet_tf.kernels", "xlnet_tf.io",
+                         "xlnet_tf.training"]),
     # The fine-tuning driver knows a task only as an XLNetTask.
     ("xlnet_tf.finetuning", ["xlnet_tf.pretrained"] + [
         f"xlnet_tf.tasks.{p}" for p in ("classification", "multiple_choice",
                                         "squad", "token_classification",
                                         "language_model", "registry")]),
 ]
+# Deprecated alias modules, kept for code outside the project
+# (tests/test_export_aliases.py); the project itself imports the new paths.
+DEPRECATED_ALIASES = ("xlnet_tf.export_dir", "xlnet_tf.tflite",
+                      "xlnet_tf.saved_model_cli")
 # What a task package holds (`xlnet_tf/tasks/<task>/`), and which of its
 # modules sit above the fine-tuning driver.
 TASK_MODULES = ("model", "serving", "workflow", "spec")
@@ -158,6 +169,13 @@ def test_no_module_over_400_lines():
     if lines > MAX_LINES:
       long.append(f"{path}: {lines} lines")
   assert long == []
+
+
+def test_nothing_imports_a_deprecated_alias():
+  assert all(alias in SOURCES for alias in DEPRECATED_ALIASES)
+  wrong = sorted(f"{module} imports {dep}" for module, deps in GRAPH.items()
+                 for dep in deps if dep in DEPRECATED_ALIASES)
+  assert wrong == []
 
 
 def test_the_rules_see_the_project():

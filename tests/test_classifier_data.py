@@ -171,4 +171,4 @@ def test_metrics_by_hand():
       (dx ** 2).sum() * (dy ** 2).sum()))
   # ranks of y: [2, 1, 4, 3, 5]; Spearman = 1 - 6 sum d^2 / (n (n^2 - 1))
   assert r["spearman"] == pytest.approx(1 - 6 * 4 / (5 * 24))
-  assert metrics.majority_baseline(np.array([0, 1, 1, 1])) == 0.75
+  assert metrics.majority_class_accuracy(np.array([0, 1, 1, 1])) == 0.75

@@ -1,6 +1,6 @@
-"""The versioned export root (`export_layout`): what it accepts and refuses
-(nothing written on a refusal), versions added beside each other and the
-same step replaced, permissions of every directory. (One export's
+"""The versioned export root (`xlnet_tf.export.layout`): what it accepts and
+refuses (nothing written on a refusal), versions added beside each other and
+the same step replaced, permissions of every directory. (One export's
 directory: test_export_safety.py; a whole run: test_run_classifier.py.)"""
 
 import json
@@ -10,8 +10,8 @@ import pytest
 
 import xlnet_tf as xt
 from data_utils.errors import UserError
-from xlnet_tf.export_dir import EXPORT_MARKER, read_export_marker
-from xlnet_tf.export_layout import (check_export_root, prepare_export_root,
+from xlnet_tf.export.directory import EXPORT_MARKER, read_export_marker
+from xlnet_tf.export.layout import (check_export_root, prepare_export_root,
                                     version_dir)
 from xlnet_tf.tasks.classification.serving import export_classifier
 from conftest import tree_digest

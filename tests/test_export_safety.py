@@ -18,9 +18,9 @@ import tensorflow as tf
 import xlnet_tf as xt
 from data_utils import atomic
 from data_utils.errors import UserError
-from xlnet_tf import export_dir as export_dir_module
+from xlnet_tf.export import directory as export_dir_module
 from xlnet_tf.tasks.classification.serving import export_classifier
-from xlnet_tf.export_dir import EXPORT_MARKER, remove_stale_export_temps
+from xlnet_tf.export.directory import EXPORT_MARKER, remove_stale_export_temps
 from xlnet_tf.finetuning.driver import check_finetune_export
 from xlnet_tf.tasks import ClassifierTask
 from conftest import refused_line, rte_flags, tree_digest

@@ -31,7 +31,7 @@ PAD = tf.constant([[1, 0, 0, 0, 0], [0, 0, 0, 0, 1]], tf.float32)
 # Example 1 predicts one target only: its second row is padding (zeros).
 TARGETS = tf.constant([[[0, 0, 0, 1, 0], [1, 0, 0, 0, 0]],
                        [[0, 1, 0, 0, 0], [0, 0, 0, 0, 0]]], tf.float32)
-ROWS = tf.constant([[4, 0], [2, 2]], tf.int32)
+OUTPUT_POSITIONS = tf.constant([[4, 0], [2, 2]], tf.int32)
 
 
 def _pair(cls, *args, **kwargs):
@@ -110,7 +110,8 @@ def test_relative_attention_fast_equals_reference(case, bi_data):
     return layer(h, pos, biases, g=g_in, mems=mems, seg_mat=seg_mat,
                  content_mask=content, query_mask=query,
                  target_mapping=TARGETS if stream == "targets" else None,
-                 rows=ROWS if stream == "rows" else None)
+                 output_positions=(OUTPUT_POSITIONS if stream == "rows"
+                                   else None))
   fast, ref = _pair(RelativeAttention, D, N, H)
   _assert_paths_equal(fast, ref, inputs, run)
 

@@ -20,7 +20,7 @@ from conftest import assert_close, spiece_path, tree_digest
 from data_utils.errors import UsageError, UserError
 from data_utils.lm.embedding_files import window_features
 from data_utils.tokenization import PAD_ID
-from xlnet_tf.export_dir import EXPORT_MARKER
+from xlnet_tf.export.directory import EXPORT_MARKER
 from xlnet_tf.pretrained import build_model
 from xlnet_tf.tasks.language_model.generation import decode
 from xlnet_tf.tasks.language_model.generation_search import continuation_text

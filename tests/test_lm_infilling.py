@@ -134,7 +134,8 @@ def test_confident_fills_the_most_probable_position_first(lm, filler):
       order[0, p] = j
       ids[0, p] = result["tokens"][j]
     order[0, open_now] = k
-    out = two_stream_pass(lm, ids, order, positions=np.array([open_now]))
+    out = two_stream_pass(lm, ids, order,
+                          output_positions=np.array([open_now]))
     best = tf.nn.log_softmax(out["logits"])[0].numpy()[
         :, infilling.FIRST_ORDINARY_ID:].max(axis=1)
     assert open_now[int(np.argmax(best))] == chosen
@@ -225,8 +226,8 @@ def test_run_infill_writes_the_api_fills_and_refuses_bad_input(
           {"text": "A dog ran home.", "spans": [[2, 5], [15, 15, 2]]}]
   data.write_text("".join(json.dumps(r) + "\n" for r in rows))
   out = tmp_path / "fills.jsonl"
-  assert set(vars(_flags())) == defined_flags("run_infill.py",
-                                              "xlnet_tf/workflows/lm.py")
+  assert set(vars(_flags())) == defined_flags(
+      "run_infill.py", "xlnet_tf/tasks/language_model/workflow.py")
   base = dict(init_checkpoint=model_dir, spiece_model_file=spiece_path(
       shared), input_file=str(data), output_file=str(out), order="confident")
   assert _run(_flags(**base)) == (0, "")

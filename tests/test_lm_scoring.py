@@ -186,7 +186,8 @@ def test_run_score_writes_the_api_scores(shared, sp_tokenizer, tmp_path):
               clamp_len=None, input_file=str(data), text_column=None,
               batch_size=2, overwrite=False, text=None, context_column=None,
               order="l2r", max_seq_length=512, output_file=None)
-  assert set(base) == defined_flags("run_score.py", "xlnet_tf/workflows/lm.py")
+  assert set(base) == defined_flags(
+      "run_score.py", "xlnet_tf/tasks/language_model/workflow.py")
 
   def run(**kw):
     err, stdout = io.StringIO(), io.StringIO()

@@ -280,6 +280,9 @@ def test_bad_arguments_are_refused_before_writing(model, tmp_path, shared):
   assert os.listdir(tmp_path / "mine") == ["notes.txt"]
 
 
+# The graph runs windows.py's own rules (on tf.experimental.numpy) but
+# compares only the windows that can hold a piece (`best_window`), not all
+# of a text's as `best_windows` does: a graph keeps shapes fixed per piece.
 def test_window_helpers_equal_windows_py():
   # Every piece of every length up to 40, for every stride of three sizes.
   for length in (4, 5, 16):
@@ -302,10 +305,12 @@ def test_window_helpers_equal_windows_py():
       assert list(zip(*(x.numpy().tolist() for x in got))) == want
 
 
+# The two rules are schemes.boundary_table's; `entities`' loop is written
+# again as cumulative ops, because the graph reads all the words at once.
 def test_entity_reading_equals_schemes_entities():
   # Random IOB2 and BIOES tag sequences, texts of 0 to 12 words.
   labels = ["O"] + [f"{p}-{t}" for t in ("LOC", "PER") for p in "BIES"]
-  prefixes, kinds, _ = label_tables(labels)
+  prefixes, type_ids, _ = label_tables(labels)
   rng = np.random.RandomState(5)
   lengths = rng.randint(0, 13, size=300)
   ids = rng.randint(0, len(labels), size=int(lengths.sum()))
@@ -314,7 +319,7 @@ def test_entity_reading_equals_schemes_entities():
   first, last = entity_words(
       tf.constant(ids, tf.int32), tf.constant(np.isin(index, bounds[:-1])),
       tf.constant(np.isin(index + 1, bounds[1:])), tf.constant(prefixes),
-      tf.constant(kinds))
+      tf.constant(type_ids))
   want = []
   for a, b in zip(bounds[:-1], bounds[1:]):
     want += [(a + s, a + e - 1) for _, s, e in

@@ -43,9 +43,9 @@ def test_shared_counts(conll):
   assert (train.n_words, testa.n_words) == (203621, 51362)
   assert (len(train.documents), len(testa.documents)) == (946, 216)
   assert train.scheme == testa.scheme == schemes.IOB1
-  kinds = collections.Counter(e[0] for s in train.sentences
-                              for e in s.entities)
-  assert kinds == {"PER": 6600, "LOC": 7140, "ORG": 6321, "MISC": 3438}
+  entity_types = collections.Counter(e[0] for s in train.sentences
+                                     for e in s.entities)
+  assert entity_types == {"PER": 6600, "LOC": 7140, "ORG": 6321, "MISC": 3438}
   assert train.labels() == ["O", "B-LOC", "I-LOC", "B-MISC", "I-MISC",
                             "B-ORG", "I-ORG", "B-PER", "I-PER"]
   first = train.sentences[0]

@@ -287,9 +287,9 @@ def test_two_stream_without_target_mapping(attn_type, with_perm_mask,
 @BOTH_PATHS
 @pytest.mark.parametrize("attn_type,same_length", ATTN_MODES)
 @pytest.mark.parametrize("bi_data", [False, True])
-def test_output_rows_are_rows_of_the_full_output(attn_type, same_length,
-                                                 bi_data, fast):
-  """`output_rows` (the last layer computed at a few positions only) gives
+def test_output_positions_are_rows_of_the_full_output(attn_type, same_length,
+                                                      bi_data, fast):
+  """`output_positions` (the last layer computed at a few positions only) gives
   exactly those rows of the reference's full output, over memory, padding,
   segments and both attention types; the memories are unchanged."""
   model, w, opts = _model(fast, seed=17, attn_type=attn_type,
@@ -300,15 +300,16 @@ def test_output_rows_are_rows_of_the_full_output(attn_type, same_length,
   mems_tf = model(ids, segment_ids=seg, input_mask=mask)["new_mems"]
   _, mems_ref = _reference(w, model, opts, ids, seg, mask)
   ids, seg, mask = _inputs(rng, 7)
-  rows = np.array([[6, 0], [2, 6], [3, 3], [0, 5]], np.int32)
+  output_positions = np.array([[6, 0], [2, 6], [3, 3], [0, 5]], np.int32)
   out = model(ids, segment_ids=seg, input_mask=mask, mems=mems_tf,
-              output_rows=rows)
+              output_positions=output_positions)
   expected, expected_mems = _reference(w, model, opts, ids, seg, mask,
                                        mems=mems_ref)
   expected_bm = _tm(expected)
   assert out["sequence_output"].shape == (B, 2, D_MODEL)
   assert_close(out["sequence_output"],
-               np.take_along_axis(expected_bm, rows[:, :, None], axis=1),
+               np.take_along_axis(expected_bm, output_positions[:, :, None],
+                                  axis=1),
                name="rows")
   for got, exp in zip(out["new_mems"], expected_mems):
     assert_close(got, _tm(exp), name="mems")

@@ -16,7 +16,7 @@ from data_utils.classification import features as cf
 from data_utils.classification import reader as cd
 from data_utils.classification.records import build_features
 from data_utils.tokenization import SentencePieceTokenizer
-from xlnet_tf.export_dir import EXPORT_MARKER
+from xlnet_tf.export.directory import EXPORT_MARKER
 from xlnet_tf.tasks.classification.serving import (classifier_features,
                                                    export_classifier)
 from xlnet_tf.training.optimizer import layer_lr_factor, make_optimizer

@@ -71,10 +71,11 @@ def _cli_cases(sm, missing):
 
 
 # Runs every case in ONE process (TensorFlow and TF Text start once); each
-# call goes through xlnet_tf.saved_model_cli.main as the console script does.
+# call goes through xlnet_tf.export.saved_model_cli.main as the console
+# script does.
 _CLI_DRIVER = """
 import contextlib, io, json, sys
-from xlnet_tf.saved_model_cli import main
+from xlnet_tf.export.saved_model_cli import main
 results = {}
 for name, args in json.loads(sys.argv[1]).items():
   sys.argv = ["xlnet-saved-model-cli"] + args

@@ -137,7 +137,7 @@ def test_summary_type_lives_in_the_summary():
   model = xt.XLNetClassifier(xt.XLNetModel(CONFIG, OPTIONS),
                              summary_type="first", use_summ_proj=False)
   assert (model.summary_type, model.use_summ_proj) == ("first", False)
-  assert model.summary.output_rows(IDS).numpy().tolist() == [[0], [0]]
+  assert model.summary.output_positions(IDS).numpy().tolist() == [[0], [0]]
   assert model.get_config()["summary_type"] == "first"
   with pytest.raises(ValueError, match="summary_type must be one of"):
     xt.SequenceSummary(CONFIG, "max")

@@ -1,4 +1,4 @@
-"""TFLite conversion of features exports (`xlnet_tf.tflite`): the float32
+"""TFLite conversion of features exports (`xlnet_tf.export.tflite`): the float32
 flatbuffer answers as the SavedModel's serving_default (1e-5, every output,
 batch sizes changing between calls); the int8 one, from a tiny classifier
 trained here on SST-2, agrees with it on the SST-2 dev set and is a
@@ -14,8 +14,8 @@ from data_utils.classification.features import convert_example
 from data_utils.classification.reader import read_examples
 from xlnet_tf.tasks.classification.model import classification_loss
 from xlnet_tf.tasks.classification.serving import export_classifier
-from xlnet_tf.tflite import (TFLITE_VARIANTS, TFLiteModel,
-                             convert_features_export)
+from xlnet_tf.export.tflite import (TFLITE_VARIANTS, TFLiteModel,
+                                    convert_features_export)
 
 TINY = xt.XLNetConfig(n_layer=1, d_model=16, n_head=2, d_head=8, d_inner=32,
                       n_token=32000)

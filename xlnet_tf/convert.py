@@ -73,21 +73,24 @@ def _original_names(path: str) -> dict:
   return open_checkpoint(path)[1].get_variable_to_shape_map()
 
 
-def _scopes(names, kind: str) -> List[str]:
+def _scopes(names, model_kind: str) -> List[str]:
+  """The task names of `model_kind`'s heads in an original checkpoint."""
+  pattern = rf"model/{model_kind}_(.+)/logit/bias"
   return sorted({m.group(1) for n in names
-                 for m in [re.fullmatch(rf"model/{kind}_(.+)/logit/bias", n)]
-                 if m})
+                 for m in [re.fullmatch(pattern, n)] if m})
 
 
 def _detect_from_original(names: dict, args) -> tuple:
   """(model kind, head arguments) from an original checkpoint's names."""
   head = {}
   scoped = ("classification", "regression", "token_classification")
-  scopes_of = {kind: _scopes(names, kind) for kind in scoped}
+  scopes_of = {model_kind: _scopes(names, model_kind)
+               for model_kind in scoped}
   if args.model:
     model = args.model
   elif any(scopes_of.values()):
-    model = next(kind for kind in scoped if scopes_of[kind])
+    model = next(model_kind for model_kind in scoped
+                 if scopes_of[model_kind])
   elif "logits/dense/bias" in names:
     model = "multiple_choice"
   elif "start_logits/dense/bias" in names:

@@ -12,14 +12,15 @@ Inputs (batch-major, B batch, L length, M memory, P predictions, D d_model):
   target_mapping [B, P, L] float one-hot rows (two-stream with P predictions)
   input_q        [B, L] float, 1 = prediction target; its presence switches
                  the query stream on
-  output_rows    [B, P] int32: the last layer computes the content stream only
-                 at these positions (a pooled head reads one)
+  output_positions
+                 [B, P] int32: the last layer computes the content stream
+                 only at these positions (a pooled head reads one)
   mem_len, reuse_len  per-call overrides of the options' (a decoding cache
                  keeps a memory the run options know nothing of)
 Outputs (a dict):
-  sequence_output  [B, L, D] content stream (`[B, P, D]` with output_rows), or
-                   the query stream `[B, P, D]` (`[B, L, D]` without
-                   target_mapping) when two-stream
+  sequence_output  [B, L, D] content stream (`[B, P, D]` with
+                   output_positions), or the query stream `[B, P, D]`
+                   (`[B, L, D]` without target_mapping) when two-stream
   new_mems         list of n_layer `[B, mem_len, D]`, or None when mem_len is
                    0: each layer's INPUT, first `reuse_len` positions
                    appended to the old memory, gradient stopped (unless
@@ -36,6 +37,7 @@ from typing import List, Optional
 import tensorflow as tf
 import tf_keras as keras
 
+from data_utils.deprecation import renamed_keyword
 from xlnet_tf.building import build_once
 from xlnet_tf.config import RunOptions, XLNetConfig
 from xlnet_tf.initializers import dtype_policy, fresh, get_initializer
@@ -128,14 +130,15 @@ class XLNetBlock(keras.layers.Layer):
 
   def call(self, h, pos_enc, biases, g=None, mems=None, seg_mat=None,
            content_mask=None, query_mask=None, target_mapping=None,
-           rows=None, training=False, seed=None):
-    """`rows`: `[B, P]` int positions where the content stream is computed
-    (`h` out is `[B, P, D]`), or None for all. `seed`: int32 `[2]` making
-    this layer's dropout masks a function of it (replayable for
+           output_positions=None, training=False, seed=None):
+    """`output_positions`: `[B, P]` int32, where the content stream is
+    computed (`h` out is `[B, P, D]`), or None for all L. `seed`: int32 `[2]`
+    making this layer's dropout masks a function of it (replayable for
     recomputation), or None for stateful dropout."""
     h, g = self.rel_attn(h, pos_enc, biases, g=g, mems=mems, seg_mat=seg_mat,
                          content_mask=content_mask, query_mask=query_mask,
-                         target_mapping=target_mapping, rows=rows,
+                         target_mapping=target_mapping,
+                         output_positions=output_positions,
                          training=training, seed=sub_seed(seed, 0))
     if g is None:
       return self.ff(h, training=training, seed=sub_seed(seed, 1)), None
@@ -237,23 +240,28 @@ class XLNetModel(keras.layers.Layer):
 
   def call(self, input_ids, segment_ids=None, input_mask=None, mems=None,
            mems_mask=None, perm_mask=None, target_mapping=None, input_q=None,
-           output_rows=None, training=False, memory_gradient=False,
-           mem_len=None, reuse_len=None, return_hidden_states=False):
-    """`output_rows`: `[B, P]` int positions; the last layer's content stream
+           output_positions=None, training=False, memory_gradient=False,
+           mem_len=None, reuse_len=None, return_hidden_states=False,
+           output_rows=None):
+    """`output_positions`: `[B, P]` int32; the last layer's content stream
     is computed only there and `sequence_output` is `[B, P, D]` (what a
-    model that reads a few positions needs); None for all L.
+    model that reads a few positions needs); None for all L. `output_rows`:
+    its deprecated name (warns once).
     `mems_mask`: `[B, M]` float, 1 = memory nobody may attend to (needs
     `mems`). `memory_gradient`: True leaves `new_mems` differentiable, so a
     later segment's loss reaches this one (back-propagation through
     segments); False stops it. `mem_len` / `reuse_len`: this call's memory
     settings (default: the options'). `return_hidden_states`: also return
-    every layer's content states (not with `output_rows`)."""
+    every layer's content states (not with `output_positions`)."""
+    output_positions = renamed_keyword("XLNetModel.call", "output_rows",
+                                       "output_positions", output_rows,
+                                       output_positions)
     opts = self.options
     mem_len = opts.mem_len if mem_len is None else mem_len
     reuse_len = opts.reuse_len if reuse_len is None else reuse_len
-    if return_hidden_states and output_rows is not None:
-      raise ValueError("return_hidden_states: not with output_rows (the last "
-                       "layer then computes only some rows)")
+    if return_hidden_states and output_positions is not None:
+      raise ValueError("return_hidden_states: not with output_positions (the "
+                       "last layer then computes only some positions)")
     dtype = self.compute_dtype
     input_ids = tf.convert_to_tensor(input_ids)
     batch = tf.shape(input_ids)[0]
@@ -312,15 +320,18 @@ class XLNetModel(keras.layers.Layer):
                                    not memory_gradient))
       hidden_states.append(h)
 
-      rows = output_rows if i == len(self.blocks) - 1 else None
+      block_positions = (output_positions if i == len(self.blocks) - 1
+                         else None)
 
-      def run_block(h, g, seed, layer_mems, i=i, block=block, rows=rows):
+      def run_block(h, g, seed, layer_mems, i=i, block=block,
+                    block_positions=block_positions):
         # The biases are sliced from their variables in here, so a
         # recomputed layer still sends their gradients back.
         return block(h, pos_enc, self._layer_biases(i, segment_ids is not None),
                      g=g, mems=layer_mems, seg_mat=seg_mat,
                      content_mask=content_mask, query_mask=query_mask,
-                     target_mapping=target_mapping, rows=rows,
+                     target_mapping=target_mapping,
+                     output_positions=block_positions,
                      training=training, seed=seed)
       layer_seed = sub_seed(seed, i)
       if opts.recompute and training:

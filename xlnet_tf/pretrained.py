@@ -39,10 +39,10 @@ def model_kinds():
 
 def build_model(model: str, config: XLNetConfig,
                 options: Optional[RunOptions] = None, **head):
-  """A fresh model of kind `model` (see `model_kinds`); `head` holds its
-  constructor arguments (n_class, task_name, summary_type, use_summ_proj,
-  tie_weight, n_choice, start_n_top, end_n_top); those another kind takes
-  (and `labels`, which none takes) are ignored."""
+  """A fresh model of model kind `model` (see `model_kinds`); `head` holds
+  its constructor arguments (n_class, task_name, summary_type,
+  use_summ_proj, tie_weight, n_choice, start_n_top, end_n_top); those
+  another model kind takes (and `labels`, which none takes) are ignored."""
   if model == BASE:
     return XLNetModel(config, options)
   try:
@@ -73,14 +73,15 @@ def hf_config(obj, architecture: Optional[str] = None,
   (default: its own; any model may be saved as `XLNetModel`); `labels`:
   the class names by id of a classifier or token classifier (HF's
   id2label / label2id; default LABEL_<i>)."""
-  kind = model_kind(obj)
-  own = BASE_ARCHITECTURE if kind == BASE else task_spec(kind).hf_architecture
+  # model_kind refuses what HF cannot hold, before anything else.
+  is_base = model_kind(obj) == BASE
+  own = BASE_ARCHITECTURE if is_base else spec_of(obj).hf_architecture
   architecture = architecture or own
   known = {BASE_ARCHITECTURE} | {s.hf_architecture for s in TASKS}
   if architecture not in known:
     raise CheckpointError(f"unknown architecture {architecture!r}; use one of "
                           f"{', '.join(sorted(known))}")
-  encoder = obj if kind == BASE else obj.encoder
+  encoder = obj if is_base else obj.encoder
   if architecture == BASE_ARCHITECTURE:
     return config_to_hf(encoder.config, encoder.options)
   if architecture != own:

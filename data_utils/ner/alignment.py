@@ -91,9 +91,9 @@ def continuation_label(tag: str, label_map: Dict[str, int]) -> int:
     >>> continuation_label("O", {"O": 0})
     0
   """
-  prefix, kind = split_tag(tag)
-  if prefix == "B" and "I-" + kind in label_map:
-    return label_map["I-" + kind]
+  prefix, entity_type = split_tag(tag)
+  if prefix == "B" and "I-" + entity_type in label_map:
+    return label_map["I-" + entity_type]
   return label_map[tag]
 
 

@@ -23,6 +23,7 @@ import tensorflow as tf
 from absl import logging
 
 from data_utils.atomic import write_json
+from data_utils.deprecation import renamed_keyword
 from data_utils.ner.alignment import IGNORE_LABEL, WordPieces
 from data_utils.ner.features import (NerFeatureSettings, NerWindow,
                                      convert_data)
@@ -100,10 +101,14 @@ def cached_ner_features(data: NerData, word_pieces: WordPieces,
 
 
 def ner_dataset(path: str, max_seq_length: int, batch_size: int,
-                is_training: bool = False, shuffle_buffer: int = 2048,
-                seed: int = 0, skip_batches: int = 0, input_context=None):
-  """Batches of the record's keys (int64 -> int32); training repeats and
-  shuffles (seeded), inference keeps every record in file order."""
+                training: bool = False, shuffle_buffer: int = 2048,
+                seed: int = 0, skip_batches: int = 0, input_context=None,
+                is_training: Optional[bool] = None):
+  """Batches of the record's keys (int64 -> int32); `training` repeats and
+  shuffles (seeded), inference keeps every record in file order.
+  `is_training`: the deprecated name of `training` (warns once)."""
+  training = renamed_keyword("ner_dataset", "is_training", "training",
+                             is_training, training, default=False)
   L = max_seq_length
   spec = {
       "input_ids": tf.io.FixedLenFeature([L], tf.int64),
@@ -114,5 +119,5 @@ def ner_dataset(path: str, max_seq_length: int, batch_size: int,
       "sentence_index": tf.io.FixedLenFeature([], tf.int64),
       "is_real_example": tf.io.FixedLenFeature([], tf.int64),
   }
-  return records_dataset(path, spec, batch_size, is_training, shuffle_buffer,
+  return records_dataset(path, spec, batch_size, training, shuffle_buffer,
                          seed, skip_batches, input_context)

@@ -26,6 +26,8 @@ SCHEMES = (IOB1, IOB2, BIOES)
 INTERNAL = IOB2
 
 PREFIXES = {IOB1: "BI", IOB2: "BI", BIOES: "BIES"}
+# Every prefix, O's included; a prefix's code is its index (`boundary_table`).
+PREFIX_CODES = ("O", "B", "I", "E", "S")
 
 Entity = Tuple[str, int, int]
 
@@ -39,8 +41,8 @@ def split_tag(tag: str) -> Tuple[str, str]:
   """
   if tag == "O":
     return "O", ""
-  prefix, _, kind = tag.partition("-")
-  return prefix, kind
+  prefix, _, entity_type = tag.partition("-")
+  return prefix, entity_type
 
 
 def tag_problem(tag: str, scheme: Optional[str] = None) -> Optional[str]:
@@ -58,8 +60,8 @@ def tag_problem(tag: str, scheme: Optional[str] = None) -> Optional[str]:
     return "empty tag"
   if tag == "O":
     return None
-  prefix, kind = split_tag(tag)
-  if len(prefix) != 1 or prefix not in "BIES" or not kind:
+  prefix, entity_type = split_tag(tag)
+  if len(prefix) != 1 or prefix not in "BIES" or not entity_type:
     return f"tag {tag} is not O or B-, I-, E-, S- followed by a type"
   if scheme is not None and prefix not in PREFIXES[scheme]:
     allowed = ", ".join(["O"] + [p + "-" for p in PREFIXES[scheme]])
@@ -67,14 +69,30 @@ def tag_problem(tag: str, scheme: Optional[str] = None) -> Optional[str]:
   return None
 
 
-def _boundary(prev: str, prev_kind: str, prefix: str, kind: str):
+def _boundary(prev: str, prefix: str, other: bool):
   """conlleval's endOfChunk and startOfChunk: `(an entity ends just before
-  this tag, an entity starts at it)` for the tag `prefix-kind` after the
-  tag `prev-prev_kind`."""
-  other = kind != prev_kind
+  this tag, an entity starts at it)` for a tag of prefix `prefix` after one
+  of prefix `prev`, `other` if their types differ (O's type is "")."""
   ends = prev in "ES" or prev in "BI" and (prefix in "BSO" or other)
   starts = prefix in "BS" or prefix in "IE" and (prev in "ESO" or other)
   return ends, starts
+
+
+def boundary_table() -> Tuple[list, list]:
+  """`_boundary` of every case, for readers of prefix codes (the token
+  classifier's export reads entities in its graph with it): `(ends,
+  starts)`, each `[prev code][prefix code][other]` nested lists of bool,
+  a prefix's code being its index in `PREFIX_CODES`.
+
+  Example:
+    >>> ends, starts = boundary_table()
+    >>> B, I, O = (PREFIX_CODES.index(p) for p in "BIO")
+    >>> ends[B][I][False], ends[B][I][True], starts[O][I][True]
+    (False, True, True)
+  """
+  return tuple([[[_boundary(prev, prefix, other)[i] for other in (False, True)]
+                 for prefix in PREFIX_CODES] for prev in PREFIX_CODES]
+               for i in (0, 1))
 
 
 def entities(tags: Sequence[str]) -> List[Entity]:
@@ -87,18 +105,18 @@ def entities(tags: Sequence[str]) -> List[Entity]:
     [('ORG', 0, 2), ('ORG', 2, 3), ('MISC', 3, 4)]
   """
   out: List[Entity] = []
-  prev, prev_kind, start = "O", "", -1
+  prev, prev_type, start = "O", "", -1
   for i, tag in enumerate(tags):
-    prefix, kind = split_tag(tag)
-    ends, starts = _boundary(prev, prev_kind, prefix, kind)
+    prefix, entity_type = split_tag(tag)
+    ends, starts = _boundary(prev, prefix, entity_type != prev_type)
     if start >= 0 and ends:
-      out.append((prev_kind, start, i))
+      out.append((prev_type, start, i))
       start = -1
     if starts:
       start = i
-    prev, prev_kind = prefix, kind
+    prev, prev_type = prefix, entity_type
   if start >= 0:
-    out.append((prev_kind, start, len(tags)))
+    out.append((prev_type, start, len(tags)))
   return out
 
 
@@ -117,19 +135,19 @@ def render(spans: Sequence[Entity], length: int, scheme: str) -> List[str]:
   if scheme not in SCHEMES:
     raise ValueError(f"unknown tag scheme {scheme!r} (one of {SCHEMES})")
   tags = ["O"] * length
-  prev_end, prev_kind = -1, ""
-  for kind, start, end in spans:
-    tags[start:end] = ["I-" + kind] * (end - start)
+  prev_end, prev_type = -1, ""
+  for entity_type, start, end in spans:
+    tags[start:end] = ["I-" + entity_type] * (end - start)
     if scheme == IOB2:
-      tags[start] = "B-" + kind
+      tags[start] = "B-" + entity_type
     elif scheme == IOB1:
-      if start == prev_end and kind == prev_kind:
-        tags[start] = "B-" + kind
+      if start == prev_end and entity_type == prev_type:
+        tags[start] = "B-" + entity_type
     elif end - start == 1:
-      tags[start] = "S-" + kind
+      tags[start] = "S-" + entity_type
     else:
-      tags[start], tags[end - 1] = "B-" + kind, "E-" + kind
-    prev_end, prev_kind = end, kind
+      tags[start], tags[end - 1] = "B-" + entity_type, "E-" + entity_type
+    prev_end, prev_type = end, entity_type
   return tags
 
 
@@ -170,14 +188,14 @@ def detect_scheme(sentences: Sequence[Sequence[str]]) -> str:
   """
   seen_iob1 = False
   for tags in sentences:
-    prev, prev_kind = "O", ""
+    prev, prev_type = "O", ""
     for tag in tags:
-      prefix, kind = split_tag(tag)
+      prefix, entity_type = split_tag(tag)
       if prefix in "ES":
         return BIOES
-      if prefix == "I" and (prev == "O" or kind != prev_kind):
+      if prefix == "I" and (prev == "O" or entity_type != prev_type):
         seen_iob1 = True
-      prev, prev_kind = prefix, kind
+      prev, prev_type = prefix, entity_type
   return IOB1 if seen_iob1 else IOB2
 
 
@@ -194,6 +212,7 @@ def label_list(tags: Sequence[str]) -> List[str]:
   for tag in tags:
     if tag == "O":
       continue
-    prefix, kind = split_tag(tag)
-    types.add(kind if kind and prefix in "BIES" and len(prefix) == 1 else tag)
+    prefix, entity_type = split_tag(tag)
+    tagged = entity_type and prefix in "BIES" and len(prefix) == 1
+    types.add(entity_type if tagged else tag)
   return ["O"] + [f"{p}-{t}" for t in sorted(types) for p in "BI"]

@@ -41,8 +41,8 @@ def entity_spans(text: str, offsets: Sequence[Tuple[int, int]],
     [('ORG', 'EU', 0, 2), ('MISC', 'German', 11, 17)]
   """
   out = []
-  for kind, first, stop in entities(tags):
+  for entity_type, first, stop in entities(tags):
     start, end = offsets[first][0], offsets[stop - 1][1]
-    out.append({"type": kind, "text": text[start:end], "start": start,
+    out.append({"type": entity_type, "text": text[start:end], "start": start,
                 "end": end, "first_word": first, "last_word": stop - 1})
   return out

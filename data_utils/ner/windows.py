@@ -6,12 +6,76 @@ the last one ending at `n` (one window when `n <= size`). Every piece is
 then predicted from the window where it has the most context: the largest
 `min(pieces before it, pieces after it)` inside the window, the earlier
 window on a tie (BERT's "max context" rule for SQuAD, without its length
-term). The in-graph version in the export follows the same two rules.
+term).
+
+Each rule is written once, as a function of integer arrays over `xp`, a
+namespace with numpy's names: `numpy` here, `tf.experimental.numpy` in the
+token classifier's export, whose graph picks its windows with these same
+functions (`xlnet_tf/tasks/token_classification/serving.py`).
 """
 
 from __future__ import annotations
 
 from typing import List, Tuple
+
+import numpy as np
+
+
+def window_count(n_pieces, size: int, stride: int, xp=np):
+  """How many windows read `n_pieces` pieces: the first, then one per
+  stride until one reaches the end.
+
+  Example:
+    >>> window_count(np.array([0, 4, 5, 10]), 4, 3).tolist()
+    [1, 1, 2, 3]
+  """
+  return 1 + xp.maximum((n_pieces - size + stride - 1) // stride, 0)
+
+
+def window_start(k, stride: int):
+  """Where window `k` starts."""
+  return k * stride
+
+
+def window_end(start, n_pieces, size: int, xp=np):
+  """Where the window starting at `start` ends (exclusive)."""
+  return xp.minimum(start + size, n_pieces)
+
+
+def context(piece, start, end, xp=np):
+  """How much context `piece` has in window `[start, end)`: the fewer of
+  the pieces before and after it there."""
+  return xp.minimum(piece - start, end - 1 - piece)
+
+
+def most_context(contexts, xp=np):
+  """The index of the largest of `contexts` along the last axis (-1 where a
+  window does not hold the piece), the first of equal ones: scores made
+  distinct first, so any argmax agrees (TF's does not promise the first)."""
+  count = contexts.shape[-1]
+  return xp.argmax(contexts * count + (count - 1 - xp.arange(count)),
+                   axis=-1)
+
+
+def best_window(piece, n_pieces, size: int, stride: int, xp=np):
+  """For pieces at `piece` [N] of sentences of `n_pieces` [N] pieces, the
+  index of the window of `window_spans` that predicts each (`best_windows`
+  over only the windows that can hold it: consecutive, at most ceil(size /
+  stride)).
+
+  Example:
+    >>> best_window(np.arange(10), np.full(10, 10), 4, 3).tolist()
+    [0, 0, 0, 0, 1, 1, 1, 2, 2, 2]
+  """
+  lowest = xp.maximum((piece - size) // stride + 1, 0)
+  k = lowest[:, None] + xp.arange(-(-size // stride))[None, :]
+  start = window_start(k, stride)
+  end = window_end(start, n_pieces[:, None], size, xp)
+  p = piece[:, None]
+  holds = ((k < window_count(n_pieces, size, stride, xp)[:, None])
+           & (start <= p) & (p < end))
+  return lowest + most_context(
+      xp.where(holds, context(p, start, end, xp), -1), xp)
 
 
 def window_spans(n_pieces: int, size: int, stride: int
@@ -27,26 +91,19 @@ def window_spans(n_pieces: int, size: int, stride: int
   """
   if not 1 <= stride <= size:
     raise ValueError(f"stride {stride} must be in [1, size={size}]")
-  spans = []
-  start = 0
-  while True:
-    end = min(start + size, n_pieces)
-    spans.append((start, end))
-    if end >= n_pieces:
-      return spans
-    start += stride
+  starts = [window_start(k, stride)
+            for k in range(int(window_count(n_pieces, size, stride)))]
+  return [(s, int(window_end(s, n_pieces, size))) for s in starts]
 
 
 def context_of(piece: int, span: Tuple[int, int]) -> int:
-  """How much context `piece` has in window `span`: the fewer of the pieces
-  before and after it there.
+  """`context` of `piece` in window `span`.
 
   Example:
     >>> context_of(5, (3, 7))
     1
   """
-  start, end = span
-  return min(piece - start, end - 1 - piece)
+  return int(context(piece, *span))
 
 
 def best_windows(spans: List[Tuple[int, int]], n_pieces: int) -> List[int]:
@@ -56,8 +113,7 @@ def best_windows(spans: List[Tuple[int, int]], n_pieces: int) -> List[int]:
     >>> best_windows([(0, 4), (3, 7), (6, 10)], 10)
     [0, 0, 0, 0, 1, 1, 1, 2, 2, 2]
   """
-  best = []
-  for p in range(n_pieces):
-    holding = [k for k, (s, e) in enumerate(spans) if s <= p < e]
-    best.append(max(holding, key=lambda k: (context_of(p, spans[k]), -k)))
-  return best
+  start, end = np.array(spans, np.int64).reshape(-1, 2).T
+  p = np.arange(n_pieces)[:, None]
+  holds = (start <= p) & (p < end)
+  return most_context(np.where(holds, context(p, start, end), -1)).tolist()

@@ -129,9 +129,11 @@ class FinetuneWorkflow:
     """The task's flags and every data file this run will read (preflight):
     a one-line `UserError` naming the flag or file."""
 
-  def features(self, split: str, pad_to: int = 1, passes: int = 1) -> dict:
+  def features(self, split: str, pad_to: int = 1, passes: int = 1,
+               training: bool = False) -> dict:
     """The cached features of `split`: at least `num_examples`; training
-    records repeated `passes` times, others padded to `pad_to` records."""
+    records (`training`: what `train` reads) repeated `passes` times,
+    others padded to `pad_to` records."""
     raise NotImplementedError
 
   def dataset(self, info: dict, batch_size: int, training: bool = False,
@@ -176,7 +178,8 @@ class FinetuneWorkflow:
   # Steps ----------------------------------------------------------------
   def train(self) -> Trainer:
     opts = self.opts
-    info = self.features(opts.train_split, passes=opts.num_passes)
+    info = self.features(opts.train_split, passes=opts.num_passes,
+                         training=True)
     logging.info("train: %d examples", info["num_examples"])
     trainer = Trainer(self.task, opts.train, init_fn=load_checkpoint)
     # train_batch_size is the batch of one optimizer step: split over the
@@ -283,9 +286,9 @@ class FinetuneWorkflow:
     features export, the raw-text export (`text_export`) and, with
     --export_tflite, the TFLite files. Returns `{servable: directory}`."""
     checkpoint = checkpoint or self.newest_checkpoint()
-    root, kind = default_export_dir(self.opts), self.task.export_kind
+    root, export_kind = default_export_dir(self.opts), self.task.export_kind
     step = checkpoint_number(checkpoint)
-    prepare_export_root(root, kind)
+    prepare_export_root(root, export_kind)
     model = self.load_model(checkpoint)
     paths = {"features": self.export_model(
         model, version_dir(root, "features", step), text=False)}
@@ -294,7 +297,7 @@ class FinetuneWorkflow:
           model, version_dir(root, "text", step), text=True)
     if self.opts.export_tflite:
       paths["tflite"] = write_tflite(
-          paths["features"], version_dir(root, "tflite", step), kind)
+          paths["features"], version_dir(root, "tflite", step), export_kind)
     for servable, path in paths.items():
       logging.info("exported %s (step %d) to %s", servable, step, path)
     return paths

@@ -59,7 +59,9 @@ class RecordsWorkflow(FinetuneWorkflow):
     return [self.prediction_file()]
 
   # The driver's hooks ---------------------------------------------------
-  def features(self, split: str, pad_to: int = 1, passes: int = 1) -> dict:
+  def features(self, split: str, pad_to: int = 1, passes: int = 1,
+               training: bool = False) -> dict:
+    del training  # the records are shuffled when repeated (`passes` > 1)
     examples = self.read(split)
     if not examples:
       raise UserError(f"{self.opts.data_dir}: the {split} split of "

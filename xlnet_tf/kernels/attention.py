@@ -7,8 +7,8 @@ out for speed:
 - `add_head_bias`: the per-head bias add with a cheaper gradient;
 - the two streams share q, o and the LayerNorm, so their rows go through
   them as one batch (larger matmuls, one LayerNorm);
-- the query stream, and the content stream where `rows` is given, are
-  computed only at their P rows (`rows.py`);
+- the query stream, and the content stream where `output_positions` is
+  given, are computed only at their P positions (`rows.py`);
 - the segment term picks `ef[same]`/`ef[different]` instead of a one-hot
   product over a dimension of 2.
 tests/test_kernels_attention.py checks values and gradients against the
@@ -21,6 +21,7 @@ from typing import Callable, NamedTuple
 
 import tensorflow as tf
 
+from data_utils.deprecation import renamed_keyword
 from xlnet_tf.kernels.rows import rows_of, shift_rows
 from xlnet_tf.masks import attention_probs
 from xlnet_tf.positions import rel_shift
@@ -90,25 +91,26 @@ def segment_score(q_head, seg_mat, r_s_bias, seg_embed):
 
 
 def attend(parts: AttentionParts, q_head, k_head, v_head, r_head, biases,
-           seg_mat, mask, training, seed=None, positions=None, qlen=None):
+           seg_mat, mask, training, seed=None, output_positions=None,
+           qlen=None):
   """The attention core: `q [B, N, I, H]`, `k, v [B, N, K, H]`, `r [B, N, R,
   H]` or `[N, R, H]` -> attention vector `[B, N, I, H]`.
 
-  Query rows are the `qlen` positions of the segment, or with `positions
-  [B, I]` (int) just those positions: their position scores are then
-  gathered from the relative rows directly (`shift_rows`), rather than
-  computed for every position and thrown away.
+  Query rows are the `qlen` positions of the segment, or with
+  `output_positions [B, I]` (int32) just those positions: their position
+  scores are then gathered from the relative rows directly (`shift_rows`),
+  rather than computed for every position and thrown away.
   """
   r_w_bias, r_r_bias, r_s_bias, seg_embed = biases
   klen = tf.shape(k_head)[2]
 
   ac = tf.matmul(add_head_bias(q_head, r_w_bias), k_head, transpose_b=True)
   bd = tf.matmul(add_head_bias(q_head, r_r_bias), r_head, transpose_b=True)
-  if positions is None:
+  if output_positions is None:
     bd = rel_shift(bd, klen)
   else:
-    bd = shift_rows(bd, qlen - positions, klen)
-    seg_mat, mask = rows_of(positions, qlen, klen, seg_mat, mask)
+    bd = shift_rows(bd, qlen - output_positions, klen)
+    seg_mat, mask = rows_of(output_positions, qlen, klen, seg_mat, mask)
   score = ac + bd
   if seg_mat is not None:
     score += segment_score(q_head, seg_mat, r_s_bias, seg_embed)
@@ -133,10 +135,15 @@ def post_attention(parts: AttentionParts, residual, attn_vec, training,
 
 def relative_attention(parts: AttentionParts, h, pos_enc, biases, g=None,
                        mems=None, seg_mat=None, content_mask=None,
-                       query_mask=None, target_mapping=None, rows=None,
-                       training=False, seed=None):
+                       query_mask=None, target_mapping=None,
+                       output_positions=None, training=False, seed=None,
+                       rows=None):
   """`RelativeAttention.call` on the fast path: the same arguments (already
-  in the compute dtype), the same `(h_out, g_out)`."""
+  in the compute dtype), the same `(h_out, g_out)`. `rows`: the deprecated
+  name of `output_positions` (warns once)."""
+  output_positions = renamed_keyword("relative_attention", "rows",
+                                     "output_positions", rows,
+                                     output_positions)
   dtype = h.dtype
   cat = h if mems is None else tf.concat([mems, h], axis=1)
   k_head = project_heads(cat, parts.k)
@@ -144,12 +151,13 @@ def relative_attention(parts: AttentionParts, h, pos_enc, biases, g=None,
   r_head = project_heads(pos_enc, parts.r)
   qlen = tf.shape(h)[1]
 
-  if rows is not None:
-    h = tf.gather(h, rows, batch_dims=1)
+  if output_positions is not None:
+    h = tf.gather(h, output_positions, batch_dims=1)
   if g is None:
     vec_h = attend(parts, project_heads(h, parts.q), k_head, v_head, r_head,
                    biases, seg_mat, content_mask, training,
-                   sub_seed(seed, 0), positions=rows, qlen=qlen)
+                   sub_seed(seed, 0), output_positions=output_positions,
+                   qlen=qlen)
     return post_attention(parts, h, vec_h, training, sub_seed(seed, 1)), None
 
   h_len = tf.shape(h)[1]
@@ -157,16 +165,17 @@ def relative_attention(parts: AttentionParts, h, pos_enc, biases, g=None,
   q_head_h, q_head_g = tf.split(project_heads(both, parts.q), [h_len, -1],
                                 axis=2)
   vec_h = attend(parts, q_head_h, k_head, v_head, r_head, biases, seg_mat,
-                 content_mask, training, sub_seed(seed, 0), positions=rows,
-                 qlen=qlen)
+                 content_mask, training, sub_seed(seed, 0),
+                 output_positions=output_positions, qlen=qlen)
   if target_mapping is not None:
     # An all-zero (padding) row of target_mapping gives a zero attention
     # vector, as in the original.
-    positions = tf.argmax(target_mapping, axis=-1, output_type=tf.int32)
+    target_positions = tf.argmax(target_mapping, axis=-1,
+                                 output_type=tf.int32)
     is_target = tf.reduce_sum(tf.cast(target_mapping, dtype), axis=-1)
     vec_g = attend(parts, q_head_g, k_head, v_head, r_head, biases, seg_mat,
                    query_mask, training, sub_seed(seed, 2),
-                   positions=positions, qlen=qlen)
+                   output_positions=target_positions, qlen=qlen)
     vec_g *= is_target[:, None, :, None]
   else:
     vec_g = attend(parts, q_head_g, k_head, v_head, r_head, biases, seg_mat,

@@ -56,12 +56,13 @@ def project_memory(encoder, mems, capacity: int) -> Tuple[list, list]:
 
 
 class StepConstants(NamedTuple):
-  """What every step of one decode shares: per layer the projected
-  encoding `[N, M + 2, H]` of the distances M + 1 .. 0 (a step's keys are
-  the M slots and the last token at M; the slot predicted sits at M + 1),
-  and the LM softmax weight laid out `[D, V]` (a `[V, D]` table used
-  transposed makes each step's product several times slower on CPU)."""
-  positions: List[tf.Tensor]
+  """What every step of one decode shares: `r_heads`, per layer the
+  projected encoding `r_head [N, M + 2, H]` of the distances M + 1 .. 0 (a
+  step's keys are the M slots and the last token at M; the slot predicted
+  sits at M + 1), and the LM softmax weight laid out `[D, V]` (a `[V, D]`
+  table used transposed makes each step's product several times slower on
+  CPU)."""
+  r_heads: List[tf.Tensor]
   softmax_w: tf.Tensor
 
 
@@ -99,7 +100,7 @@ def cached_step(encoder, lm_head, last_ids, cache: Cache,
   batch = tf.shape(mems_mask)[0]
   if constants is None:
     constants = step_constants(encoder, lm_head, mems_mask.shape[1])
-  positions = constants.positions
+  r_heads = constants.r_heads
   h = tf.cast(tf.gather(encoder.word_embedding,
                         tf.cast(last_ids, tf.int32)), dtype)[:, None]
   g = tf.tile(tf.cast(encoder.mask_emb, dtype), [batch, 1, 1])
@@ -118,8 +119,8 @@ def cached_step(encoder, lm_head, last_ids, cache: Cache,
     # Content query at M: distances M .. 0; query stream at M + 1: M + 1 .. 1.
     q_r = q_head + _layer_bias(encoder, encoder.r_r_bias, i)[:, None]
     bd = tf.concat([
-        tf.einsum("bnih,njh->bnij", q_r[:, :, :1], positions[i][:, 1:]),
-        tf.einsum("bnih,njh->bnij", q_r[:, :, 1:], positions[i][:, :-1])],
+        tf.einsum("bnih,njh->bnij", q_r[:, :, :1], r_heads[i][:, 1:]),
+        tf.einsum("bnih,njh->bnij", q_r[:, :, 1:], r_heads[i][:, :-1])],
                    axis=2)
     prob = tf.cast(masked_softmax(ac + bd, attn.scale, hidden), dtype)
     vec = tf.matmul(prob, tf.concat([values[i], value], axis=2))

@@ -1,5 +1,5 @@
-"""Attention computed only at chosen query rows (the query stream's targets,
-or the one row a pooled head reads).
+"""Attention computed only at chosen query rows, `output_positions [B, P]`
+int32 (the query stream's targets, or the one position a pooled head reads).
 
 Why: the reference computes every row of the `[B, N, L, K]` scores and then
 keeps a few (the original's target-mapping einsum); here only those rows are
@@ -36,28 +36,28 @@ def shift_rows(x: tf.Tensor, offsets: tf.Tensor, klen) -> tf.Tensor:
 
 @tf.custom_gradient
 def _shift_rows(x, offsets, klen):
-  rows = tf.shape(x)[-1]
+  rlen = tf.shape(x)[-1]  # R
   target = tf.shape(x)[:3]
-  index = tf.minimum(offsets[:, None, :, None] + tf.range(klen), rows - 1)
+  index = tf.minimum(offsets[:, None, :, None] + tf.range(klen), rlen - 1)
   out = tf.gather(x, tf.broadcast_to(index, tf.concat([target, [klen]], 0)),
                   batch_dims=3)
 
   def grad(upstream):
     # Input column r took output column r - offset, if inside [0, klen);
     # other columns get the zero appended at index klen.
-    column = tf.range(rows) - offsets[:, None, :, None]
+    column = tf.range(rlen) - offsets[:, None, :, None]
     column = tf.where((column >= 0) & (column < klen), column, klen)
     padded = tf.pad(upstream, [[0, 0], [0, 0], [0, 0], [0, 1]])
     return tf.gather(padded, tf.broadcast_to(
-        column, tf.concat([target, [rows]], 0)), batch_dims=3), None, None
+        column, tf.concat([target, [rlen]], 0)), batch_dims=3), None, None
   return out, grad
 
 
-def rows_of(positions: tf.Tensor, qlen, klen, seg_mat: Optional[tf.Tensor],
-            mask: Optional[tf.Tensor]):
-  """The rows at `positions [B, P]` of `seg_mat [B, L, K, 2]` and of `mask`
-  (broadcastable to `[B, L, K]`): `([B, P, K, 2], [B, P, K])`, None stays
-  None.
+def rows_of(output_positions: tf.Tensor, qlen, klen,
+            seg_mat: Optional[tf.Tensor], mask: Optional[tf.Tensor]):
+  """The rows at `output_positions [B, P]` (int32) of `seg_mat [B, L, K, 2]`
+  and of `mask` (broadcastable to `[B, L, K]`): `([B, P, K, 2], [B, P, K])`,
+  None stays None.
 
   Example:
     >>> mask = tf.constant([[[0., 1.], [1., 0.]]])
@@ -65,8 +65,8 @@ def rows_of(positions: tf.Tensor, qlen, klen, seg_mat: Optional[tf.Tensor],
     [[[1.0, 0.0]]]
   """
   if seg_mat is not None:
-    seg_mat = tf.gather(seg_mat, positions, batch_dims=1)
+    seg_mat = tf.gather(seg_mat, output_positions, batch_dims=1)
   if mask is not None:
-    full = tf.broadcast_to(mask, [tf.shape(positions)[0], qlen, klen])
-    mask = tf.gather(full, positions, batch_dims=1)
+    full = tf.broadcast_to(mask, [tf.shape(output_positions)[0], qlen, klen])
+    mask = tf.gather(full, output_positions, batch_dims=1)
   return seg_mat, mask

@@ -21,6 +21,7 @@ from __future__ import annotations
 import tensorflow as tf
 import tf_keras as keras
 
+from data_utils.deprecation import renamed_keyword
 from xlnet_tf.kernels import AttentionParts, relative_attention
 from xlnet_tf.layers.multi_head import MultiHeadBase
 from xlnet_tf.masks import attention_probs
@@ -87,7 +88,7 @@ class RelativeAttention(MultiHeadBase):
 
   def call(self, h, pos_enc, biases, g=None, mems=None, seg_mat=None,
            content_mask=None, query_mask=None, target_mapping=None,
-           rows=None, training=False, seed=None):
+           output_positions=None, training=False, seed=None, rows=None):
     """Args:
       h: content stream `[B, L, D]`.
       pos_enc: `[R, D]` or `[B, R, D]` relative positional encoding.
@@ -100,10 +101,14 @@ class RelativeAttention(MultiHeadBase):
       content_mask, query_mask: broadcastable to `[B, L, K]`, 1 = may not
         attend, or None.
       target_mapping: `[B, P, L]` one-hot rows of the P predictions, or None.
-      rows: `[B, P]` int positions: `h_out` is the content stream at those
-        rows only, `[B, P, D]`; None for all L.
+      output_positions: `[B, P]` int32: `h_out` is the content stream at
+        those positions only, `[B, P, D]`; None for all L.
       seed: int32 `[2]` for replayable dropout masks, or None.
+      rows: the deprecated name of `output_positions` (warns once).
     """
+    output_positions = renamed_keyword("RelativeAttention.call", "rows",
+                                       "output_positions", rows,
+                                       output_positions)
     dtype = self.compute_dtype
     h = tf.cast(h, dtype)
     g = None if g is None else tf.cast(g, dtype)
@@ -111,7 +116,7 @@ class RelativeAttention(MultiHeadBase):
     pos_enc = tf.cast(pos_enc, dtype)
     biases = tuple(None if b is None else tf.cast(b, dtype) for b in biases)
     args = (h, pos_enc, biases, g, mems, seg_mat, content_mask, query_mask,
-            target_mapping, rows, training, seed)
+            target_mapping, output_positions, training, seed)
     if self.fast_kernels:
       parts = AttentionParts(self.q_kernel, self.k_kernel, self.v_kernel,
                              self.r_kernel, self.o_kernel, self.scale,
@@ -147,7 +152,8 @@ class RelativeAttention(MultiHeadBase):
     return self.layer_norm(x + out)
 
   def two_stream(self, h, pos_enc, biases, g, mems, seg_mat, content_mask,
-                 query_mask, target_mapping, rows, training, seed):
+                 query_mask, target_mapping, output_positions, training,
+                 seed):
     """The reference path: the content stream h attends with content_mask
     (it sees itself), the query stream g with query_mask, both to the same
     keys and values, with every weight shared."""
@@ -161,8 +167,8 @@ class RelativeAttention(MultiHeadBase):
                                seg_mat, content_mask, training,
                                sub_seed(seed, 0))
     h_out = self.post_attention(h, vec_h, training, sub_seed(seed, 1))
-    if rows is not None:
-      h_out = tf.gather(h_out, rows, batch_dims=1)
+    if output_positions is not None:
+      h_out = tf.gather(h_out, output_positions, batch_dims=1)
     if g is None:
       return h_out, None
 

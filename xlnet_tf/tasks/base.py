@@ -9,6 +9,7 @@ from typing import Optional
 import tensorflow as tf
 import tf_keras as keras
 
+from data_utils.deprecation import renamed_keyword
 from xlnet_tf.building import build_once
 from xlnet_tf.config import RunOptions, XLNetConfig
 from xlnet_tf.encoder import XLNetModel
@@ -45,12 +46,18 @@ class TaskModel(keras.Model):
     build_once(self.encoder, *self.heads)
     self.built = True
 
-  def encode(self, features, training=False, output_rows=None):
-    """`[B, L, D]`, or `[B, P, D]` at `output_rows [B, P]`."""
+  def encode(self, features, training=False, output_positions=None,
+             output_rows=None):
+    """`[B, L, D]`, or `[B, P, D]` at `output_positions [B, P]` (int32).
+    `output_rows`: the deprecated name of `output_positions` (warns
+    once)."""
+    output_positions = renamed_keyword("TaskModel.encode", "output_rows",
+                                       "output_positions", output_rows,
+                                       output_positions)
     return self.encoder(features["input_ids"],
                         segment_ids=features.get("segment_ids"),
                         input_mask=features.get("input_mask"),
-                        output_rows=output_rows,
+                        output_positions=output_positions,
                         training=training)["sequence_output"]
 
   def original_weights(self) -> dict:
@@ -86,7 +93,8 @@ class XLNetTask(TrainTask):
   **head)`; `tokens_per_example` is `seq_len` unless a subclass says more."""
 
   model_class = TaskModel
-  # The kind of SavedModel a fine-tuning run exports (`export_dir`'s marker).
+  # The export kind of the SavedModels a fine-tuning run writes
+  # (`export_dir`'s marker).
   export_kind: Optional[str] = None
 
   def __init__(self, config: XLNetConfig, options: Optional[RunOptions],

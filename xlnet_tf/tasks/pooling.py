@@ -10,6 +10,7 @@ from typing import Optional
 import tensorflow as tf
 import tf_keras as keras
 
+from data_utils.deprecation import warn_renamed
 from xlnet_tf.building import build_dense, build_once
 from xlnet_tf.config import RunOptions, XLNetConfig
 from xlnet_tf.encoder import XLNetModel
@@ -35,9 +36,9 @@ class SequenceSummary(keras.layers.Layer):
     'attn'  a learned query `summary_bias [D]` attends the sequence, padding
             (input_mask = 1) masked, through `abs_attn` without residual.
   Then, with `use_summ_proj`, `tanh(dense(summary))` (`summary/kernel`), and
-  dropout. For 'last' / 'first', `output_rows` names the one row the
-  summary reads, so the encoder's last layer computes only that row; `call`
-  then gets `[B, 1, D]`.
+  dropout. For 'last' / 'first', `output_positions` names the one position
+  the summary reads, so the encoder's last layer computes only that one;
+  `call` then gets `[B, 1, D]`.
 
   Example:
     >>> cfg = XLNetConfig(n_layer=1, d_model=4, n_head=2, d_head=2,
@@ -88,14 +89,20 @@ class SequenceSummary(keras.layers.Layer):
       build_dense(self.projection, self.config.d_model)
     super().build(input_shape)
 
-  def output_rows(self, input_ids) -> Optional[tf.Tensor]:
-    """`[B, 1]` the position 'last' / 'first' reads; None (all rows) for
-    the others."""
+  def output_positions(self, input_ids) -> Optional[tf.Tensor]:
+    """`[B, 1]` int32, the position 'last' / 'first' reads (of `input_ids
+    [B, L]`); None (all L) for the others."""
     if self.summary_type not in ("last", "first"):
       return None
     ids = tf.convert_to_tensor(input_ids)
     position = tf.shape(ids)[1] - 1 if self.summary_type == "last" else 0
     return tf.fill([tf.shape(ids)[0], 1], position)
+
+  def output_rows(self, input_ids) -> Optional[tf.Tensor]:
+    """Deprecated name of `output_positions` (warns once)."""
+    warn_renamed("SequenceSummary.output_rows",
+                 "SequenceSummary.output_positions")
+    return self.output_positions(input_ids)
 
   def call(self, hidden, input_mask=None, training=False):
     hidden = tf.cast(hidden, self.compute_dtype)
@@ -235,8 +242,9 @@ class PooledTaskModel(TaskModel):
     """`[B, D]` summary of the encoded features (of the last segment with
     `segment_length`)."""
     if self.segment_length is None:
-      rows = self.summary.output_rows(features["input_ids"])
-      hidden = self.encode(features, training, output_rows=rows)
+      output_positions = self.summary.output_positions(features["input_ids"])
+      hidden = self.encode(features, training,
+                           output_positions=output_positions)
       return self.summary(hidden, input_mask=features.get("input_mask"),
                           training=training)
     length = self.segment_length
@@ -248,12 +256,13 @@ class PooledTaskModel(TaskModel):
     batch = tf.shape(present["input_ids"])[0]
     mems, mems_mask = self.initial_memory(batch)
     # Before the last segment only the memory matters: the last layer
-    # computes one row.
-    rows = tf.fill([batch, 1], length - 1)
+    # computes one position.
+    last_position = tf.fill([batch, 1], length - 1)
     stopped = n - self.bptt_segments
 
     def memory_of(segment, mems, mems_mask):
-      return self._read(segment, mems, mems_mask, training, False, rows)[1:]
+      return self._read(segment, mems, mems_mask, training, False,
+                        last_position)[1:]
     if stopped:
       # Segments 0..stopped-1, not back-propagated through: one graph loop
       # (the graph does not grow with n).
@@ -262,7 +271,8 @@ class PooledTaskModel(TaskModel):
           mems_mask)
     for i in range(stopped, n - 1):  # bptt_segments - 1 of them, unrolled
       _, mems, mems_mask = self._read(segment_at(present, length, i), mems,
-                                      mems_mask, training, True, rows)
+                                      mems_mask, training, True,
+                                      last_position)
     last = segment_at(present, length, n - 1)
     return self._summarize(last, mems, mems_mask, training)[0]
 
@@ -292,20 +302,23 @@ class PooledTaskModel(TaskModel):
   def _summarize(self, segment, mems, mems_mask, training,
                  memory_gradient=False):
     """`(summary [B, D], new_mems, new_mems_mask)` of one segment."""
-    rows = self.summary.output_rows(segment["input_ids"])
+    output_positions = self.summary.output_positions(segment["input_ids"])
     hidden, new_mems, new_mask = self._read(segment, mems, mems_mask,
-                                            training, memory_gradient, rows)
+                                            training, memory_gradient,
+                                            output_positions)
     summary = self.summary(hidden, input_mask=segment["input_mask"],
                            training=training)
     return summary, new_mems, new_mask
 
-  def _read(self, segment, mems, mems_mask, training, memory_gradient, rows):
+  def _read(self, segment, mems, mems_mask, training, memory_gradient,
+            output_positions):
     """The encoder on one segment after the memory: `(hidden [B, P, D] at
-    rows (all S if None), new_mems, new_mems_mask)`."""
+    output_positions [B, P] (all S if None), new_mems, new_mems_mask)`."""
     out = self.encoder(segment["input_ids"],
                        segment_ids=segment.get("segment_ids"),
                        input_mask=segment["input_mask"], mems=mems,
-                       mems_mask=mems_mask, output_rows=rows,
+                       mems_mask=mems_mask,
+                       output_positions=output_positions,
                        training=training, memory_gradient=memory_gradient)
     new_mask = memory_mask(mems_mask, segment["input_mask"],
                            self.options.mem_len)

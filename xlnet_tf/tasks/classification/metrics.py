@@ -55,8 +55,14 @@ def regression_metrics(labels: np.ndarray, scores: np.ndarray
           "mse": float(np.mean((labels - scores) ** 2)), "main": pearson}
 
 
-def majority_baseline(labels: np.ndarray) -> Optional[float]:
-  """Accuracy of always predicting the most frequent label."""
+def majority_class_accuracy(labels: np.ndarray) -> Optional[float]:
+  """Accuracy of always predicting the most frequent of `labels` (int class
+  ids `[N]`; the majority-class baseline), None for no label.
+
+  Example:
+    >>> majority_class_accuracy(np.array([0, 1, 1, 1]))
+    0.75
+  """
   labels = np.asarray(labels)
   if labels.size == 0:
     return None

@@ -86,8 +86,8 @@ def regression_loss(score, labels):
   return tf.square(tf.cast(score, tf.float32) - tf.cast(labels, tf.float32))
 
 
-# The kinds its SavedModels record (`export_dir`).
-CLASSIFIER_KIND, REGRESSOR_KIND = "classifier", "regressor"
+# The export kinds its SavedModels record (`export_dir`).
+CLASSIFIER_EXPORT_KIND, REGRESSOR_EXPORT_KIND = "classifier", "regressor"
 
 
 class ClassifierTask(XLNetTask):
@@ -112,7 +112,8 @@ class ClassifierTask(XLNetTask):
 
   @property
   def export_kind(self) -> str:
-    return REGRESSOR_KIND if self.regression else CLASSIFIER_KIND
+    return (REGRESSOR_EXPORT_KIND if self.regression
+            else CLASSIFIER_EXPORT_KIND)
 
   def compute_loss(self, model, features, state, training):
     out = model(features, training=training)

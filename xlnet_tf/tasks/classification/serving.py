@@ -41,9 +41,10 @@ import tensorflow as tf
 from data_utils.graph_tokenizer import GraphTokenizer
 from data_utils.tokenization import (CLS_ID, SEG_ID_A, SEG_ID_B, SEG_ID_CLS,
                                      SEG_ID_PAD, SEP_ID)
-from xlnet_tf.export_dir import check_export_dir, save_atomically
+from xlnet_tf.export.directory import check_export_dir, save_atomically
 from xlnet_tf.tasks.base import feature_specs, signature, string_spec
-from xlnet_tf.tasks.classification.model import CLASSIFIER_KIND, REGRESSOR_KIND
+from xlnet_tf.tasks.classification.model import (CLASSIFIER_EXPORT_KIND,
+                                                 REGRESSOR_EXPORT_KIND)
 
 
 def _keep(ids: tf.RaggedTensor, n: tf.Tensor,
@@ -258,10 +259,11 @@ def export_classifier(model, export_dir: str, max_seq_length: int,
   keeps the end of a text longer than L in the raw-text signatures (as
   `--keep_end`). Returns the export directory."""
   check_layout(max_seq_length, model.segment_length, keep_end)
-  kind = REGRESSOR_KIND if regression else CLASSIFIER_KIND
-  check_export_dir(export_dir, kind)
+  export_kind = REGRESSOR_EXPORT_KIND if regression else CLASSIFIER_EXPORT_KIND
+  check_export_dir(export_dir, export_kind)
   tokenizer = (GraphTokenizer(sp_model_path, lower=lower) if sp_model_path
                else None)
   server = ClassifierServer(model, max_seq_length, regression, labels,
                             tokenizer, keep_end)
-  return save_atomically(server, server.signatures(), export_dir, kind)
+  return save_atomically(server, server.signatures(), export_dir,
+                         export_kind)

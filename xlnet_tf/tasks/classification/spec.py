@@ -1,8 +1,8 @@
 """The classification and regression tasks (`run_classifier.py`): one
 workflow, two model kinds."""
 
-from xlnet_tf.tasks.classification.model import (CLASSIFIER_KIND,
-                                                 REGRESSOR_KIND,
+from xlnet_tf.tasks.classification.model import (CLASSIFIER_EXPORT_KIND,
+                                                 REGRESSOR_EXPORT_KIND,
                                                  XLNetClassifier,
                                                  XLNetRegressor)
 from xlnet_tf.tasks.classification.serving import export_classifier
@@ -15,7 +15,7 @@ _SCRIPT = dict(options=ClassifierOptions, workflow=ClassifierWorkflow,
                export=export_classifier,
                hf_architecture="XLNetForSequenceClassification")
 CLASSIFICATION = TaskSpec("classification", XLNetClassifier,
-                          export_kind=CLASSIFIER_KIND, **_SCRIPT)
+                          export_kind=CLASSIFIER_EXPORT_KIND, **_SCRIPT)
 REGRESSION = TaskSpec("regression", XLNetRegressor,
-                      export_kind=REGRESSOR_KIND, **_SCRIPT)
+                      export_kind=REGRESSOR_EXPORT_KIND, **_SCRIPT)
 SPECS = (CLASSIFICATION, REGRESSION)

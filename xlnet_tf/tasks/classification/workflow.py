@@ -170,7 +170,8 @@ class ClassifierWorkflow(RecordsWorkflow):
       return metrics.regression_metrics(out["label"], out["score"])
     result = metrics.classification_metrics(self.task_name, out["label"],
                                             out["logits"].argmax(-1))
-    result["majority_baseline"] = metrics.majority_baseline(out["label"])
+    result["majority_baseline"] = metrics.majority_class_accuracy(
+        out["label"])
     return result
 
   def prediction_rows(self, out, examples) -> List[str]:

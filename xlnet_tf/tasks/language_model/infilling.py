@@ -54,11 +54,11 @@ def check_settings(order: str, strategy: str, temperature: float = 1.0,
 
 
 def open_log_probs(lm: XLNetPretrainer, input_ids, target_order, input_mask,
-                   positions) -> tf.Tensor:
-  """`[B, P, V]` float32 log-probabilities at `positions [B, P]` (-1 =
-  none) under `target_order`."""
+                   output_positions) -> tf.Tensor:
+  """`[B, P, V]` float32 log-probabilities at `output_positions [B, P]`
+  (int32, -1 = none) under `target_order`."""
   out = two_stream_pass(lm, input_ids, target_order, input_mask=input_mask,
-                        positions=positions)
+                        output_positions=output_positions)
   return tf.nn.log_softmax(out["logits"], axis=-1)
 
 
@@ -108,8 +108,8 @@ class Infiller:
       raise ValueError(f"batch_size={batch_size}: must be at least 1")
     self.lm = lm
     self.batch_size = batch_size
-    fn = lambda ids, order, mask, positions: open_log_probs(
-        lm, ids, order, mask, positions)
+    fn = lambda ids, order, mask, output_positions: open_log_probs(
+        lm, ids, order, mask, output_positions)
     if graph:
       fn = tf.function(fn, input_signature=[
           tf.TensorSpec([None, None], tf.int32),
@@ -164,13 +164,13 @@ class Infiller:
         break
       order_now = fill_order[active].copy()
       width = max(len(open_pos[b]) for b in active)
-      positions = np.full((len(active), width), -1, np.int32)
+      output_positions = np.full((len(active), width), -1, np.int32)
       for r, b in enumerate(active):
-        positions[r, :len(open_pos[b])] = open_pos[b]
+        output_positions[r, :len(open_pos[b])] = open_pos[b]
         order_now[r, open_pos[b]] = len(done[b]["positions"])
       log_p = self._pass(tf.constant(ids[active]), tf.constant(order_now),
                          tf.constant(mask[active]),
-                         tf.constant(positions)).numpy()
+                         tf.constant(output_positions)).numpy()
       for r, b in enumerate(active):
         slot, token = self._choose(log_p[r, :len(open_pos[b])], order,
                                    strategy, sampling, rngs[b])

@@ -108,7 +108,7 @@ class XLNetPretrainer(TaskModel):
     return {"tie_weight": self.tie_weight}
 
 
-# The kind its SavedModel records (`export_dir`).
+# The export kind its SavedModel records (`export_dir`).
 EXPORT_KIND = "language_model"
 
 

@@ -1,6 +1,6 @@
 """XLNet as a language model: the one two-stream pass that scoring, generation
 and infilling are built on, over a pretrained `XLNetPretrainer` (encoder +
-tied LM head, the `lm` kind every checkpoint loader builds).
+tied LM head, the `lm` model kind every checkpoint loader builds).
 
 A pass takes token ids `[B, L]` and a factorization order `[B, L]`
 (`xlnet_tf.factorization`: -1 context, k >= 0 the k-th target) and returns
@@ -16,6 +16,7 @@ from typing import Optional
 
 import tensorflow as tf
 
+from data_utils.deprecation import renamed_keyword
 from xlnet_tf.factorization import (factorization_perm_mask, query_inputs,
                                     target_mapping, target_positions)
 from xlnet_tf.tasks.language_model.model import XLNetPretrainer
@@ -27,9 +28,9 @@ def lm_logits(lm: XLNetPretrainer, hidden) -> tf.Tensor:
 
 
 def two_stream_pass(lm: XLNetPretrainer, input_ids, target_order,
-                    input_mask=None, positions=None, mems=None,
+                    input_mask=None, output_positions=None, mems=None,
                     mems_mask=None, mem_len: Optional[int] = None,
-                    reuse_len: Optional[int] = None) -> dict:
+                    reuse_len: Optional[int] = None, positions=None) -> dict:
   """One encoder pass with the query stream on the targets of
   `target_order`.
 
@@ -37,25 +38,31 @@ def two_stream_pass(lm: XLNetPretrainer, input_ids, target_order,
     input_ids: `[B, L]` int32 (a target's own id is never seen).
     target_order: `[B, L]` int32, -1 context, k >= 0 the k-th target.
     input_mask: `[B, L]` float, 1 = padding.
-    positions: `[B, P]` int32 target positions to read (-1 = none); default
-      `target_positions(target_order)` (sorted by order).
+    output_positions: `[B, P]` int32, the target positions whose logits are
+      computed (-1 = none); default `target_positions(target_order)`
+      (sorted by order).
     mems, mems_mask, mem_len, reuse_len: the encoder's memory (a decoding
       cache: n_layer `[B, M, D]`, `[B, M]` 1 = hidden).
+    positions: the deprecated name of `output_positions` (warns once).
   Returns:
-    `{"logits": [B, P, V] float32, "positions": [B, P], "new_mems": list |
-    None}`.
+    `{"logits": [B, P, V] float32, "output_positions": [B, P], "new_mems":
+    list | None}`.
   """
+  output_positions = renamed_keyword("two_stream_pass", "positions",
+                                     "output_positions", positions,
+                                     output_positions)
   input_ids = tf.convert_to_tensor(input_ids)
-  if positions is None:
-    positions = target_positions(target_order)
+  if output_positions is None:
+    output_positions = target_positions(target_order)
   out = lm.encoder(
       input_ids, input_mask=input_mask, mems=mems, mems_mask=mems_mask,
       perm_mask=factorization_perm_mask(target_order, input_mask),
-      target_mapping=target_mapping(positions, tf.shape(input_ids)[1]),
+      target_mapping=target_mapping(output_positions,
+                                    tf.shape(input_ids)[1]),
       input_q=query_inputs(target_order), mem_len=mem_len,
       reuse_len=reuse_len)
   return {"logits": lm_logits(lm, out["sequence_output"]),
-          "positions": positions, "new_mems": out["new_mems"]}
+          "output_positions": output_positions, "new_mems": out["new_mems"]}
 
 
 def log_probs_of(logits, token_ids) -> tf.Tensor:

@@ -84,10 +84,10 @@ def target_log_probs(lm: XLNetPretrainer, input_ids, target_order,
   """`[B, P]` float32: log p of each target's own id, the targets sorted by
   order (ties by position; -1 positions give 0)."""
   out = two_stream_pass(lm, input_ids, target_order, input_mask=input_mask)
-  positions = out["positions"]
-  ids = tf.gather(tf.cast(input_ids, tf.int32), tf.maximum(positions, 0),
-                  batch_dims=1)
-  ids = tf.where(positions >= 0, ids, -tf.ones_like(ids))
+  output_positions = out["output_positions"]
+  ids = tf.gather(tf.cast(input_ids, tf.int32),
+                  tf.maximum(output_positions, 0), batch_dims=1)
+  ids = tf.where(output_positions >= 0, ids, -tf.ones_like(ids))
   return log_probs_of(out["logits"], ids)
 
 

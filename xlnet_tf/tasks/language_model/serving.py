@@ -39,7 +39,7 @@ import tensorflow as tf
 from data_utils.errors import UsageError, check_positive
 from data_utils.graph_tokenizer import GraphTokenizer
 from data_utils.tokenization import PAD_ID, SPECIAL_SYMBOLS
-from xlnet_tf.export_dir import check_export_dir, save_atomically
+from xlnet_tf.export.directory import check_export_dir, save_atomically
 from xlnet_tf.tasks.base import string_spec
 from xlnet_tf.tasks.language_model.embeddings import embed_text_signature
 from xlnet_tf.tasks.language_model.generation import decode

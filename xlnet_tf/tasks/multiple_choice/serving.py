@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from xlnet_tf.export_dir import check_export_dir, save_atomically
+from xlnet_tf.export.directory import check_export_dir, save_atomically
 from xlnet_tf.tasks.base import feature_specs, signature
 from xlnet_tf.tasks.multiple_choice.model import EXPORT_KIND
 

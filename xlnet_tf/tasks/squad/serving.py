@@ -7,7 +7,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from data_utils.errors import UsageError
-from xlnet_tf.export_dir import check_export_dir, save_atomically
+from xlnet_tf.export.directory import check_export_dir, save_atomically
 from xlnet_tf.tasks.base import feature_specs, signature
 from xlnet_tf.tasks.squad.model import EXPORT_KIND
 

@@ -129,7 +129,9 @@ class SquadWorkflow(FinetuneWorkflow):
                       f"{'train_file' if training else 'predict_file'}")
     return path, training
 
-  def features(self, split: str, pad_to: int = 1, passes: int = 1) -> dict:
+  def features(self, split: str, pad_to: int = 1, passes: int = 1,
+               training: bool = False) -> dict:
+    del training  # the split says it (`source`): train_file is for training
     path, training = self.source(split)
     data = read_squad(path, is_training=training)
     info = cached_features(

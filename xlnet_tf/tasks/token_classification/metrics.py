@@ -95,7 +95,6 @@ def entity_metrics(gold_tags: Sequence[Sequence[str]],
   return out
 
 
-
 def majority_tags(words: Sequence[Sequence[str]],
                   tags: Sequence[Sequence[str]]) -> Dict[str, str]:
   """The baseline's table: each word's most frequent tag (`words`, `tags`:
@@ -114,13 +113,14 @@ def majority_tags(words: Sequence[Sequence[str]],
   return {w: max(seen, key=seen.get) for w, seen in counts.items()}
 
 
-def majority_baseline(table: Dict[str, str],
-                      words: Sequence[Sequence[str]]) -> List[List[str]]:
+def majority_baseline_tags(table: Dict[str, str],
+                           words: Sequence[Sequence[str]]
+                           ) -> List[List[str]]:
   """Tags of the majority-per-word baseline: each word's tag in `table`
   (`majority_tags` of the training data), `O` for a word not in it.
 
   Example:
-    >>> majority_baseline({"EU": "B-ORG"}, [["EU", "says"]])
+    >>> majority_baseline_tags({"EU": "B-ORG"}, [["EU", "says"]])
     [['B-ORG', 'O']]
   """
   return [[table.get(w, "O") for w in sentence] for sentence in words]

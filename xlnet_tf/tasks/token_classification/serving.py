@@ -31,30 +31,38 @@ Offsets count characters (code points), end exclusive, as in
   tags      each word's, at its first piece, from the window that
             `windows.best_windows` picks for that piece (`merge_words`)
   entities  `text.entity_spans` of the tags (conlleval's reading)
+The window and entity rules are not written twice: the spans and the
+window choice are `windows.py`'s own functions run on
+`tf.experimental.numpy`, a window's row is a table `sentence_windows` wrote
+(`window_rows`), and conlleval's rules a table of `schemes._boundary`
+(`schemes.boundary_table`).
 Every word gets exactly one tag; an empty text has no words. The TF Text
 ops must be registered before loading: `import tensorflow_text` first.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Optional, Sequence
 
+import numpy as np
 import tensorflow as tf
 
 from data_utils.errors import UsageError
 from data_utils.graph_tokenizer import GraphTokenizer, unicode_tables
-from data_utils.ner.alignment import WordPieces
-from data_utils.ner.features import NerFeatureSettings
-from data_utils.ner.schemes import split_tag, tag_problem
-from data_utils.tokenization import (CLS_ID, SEG_ID_A, SEG_ID_CLS, SEG_ID_PAD,
-                                     SEP_ID, SentencePieceTokenizer)
-from xlnet_tf.export_dir import check_export_dir, save_atomically
+from data_utils.ner import windows
+from data_utils.ner.alignment import AlignedSentence, WordPieces
+from data_utils.ner.features import NerFeatureSettings, sentence_windows
+from data_utils.ner.schemes import (PREFIX_CODES, boundary_table, split_tag,
+                                    tag_problem)
+from data_utils.tokenization import SentencePieceTokenizer
+from xlnet_tf.export.directory import check_export_dir, save_atomically
 from xlnet_tf.tasks.base import feature_specs, signature, string_spec
 from xlnet_tf.tasks.token_classification.model import EXPORT_KIND
 
-# conlleval's prefixes, as codes for the in-graph entity reading.
-_O, _B, _I, _E, _S = range(5)
-_PREFIX_CODES = {"O": _O, "B": _B, "I": _I, "E": _E, "S": _S}
+# numpy's names on TF ops: `windows.py`'s rules run in the graph on it.
+tnp = tf.experimental.numpy
+_O = PREFIX_CODES.index("O")
 
 
 def label_tables(labels: Sequence[str]):
@@ -66,15 +74,15 @@ def label_tables(labels: Sequence[str]):
     ([0, 1, 2, 1], [-1, 1, 1, 0], ['LOC', 'PER'])
   """
   types = sorted({split_tag(t)[1] for t in labels if t != "O"})
-  prefixes, kinds = [], []
+  prefixes, type_ids = [], []
   for tag in labels:
     problem = tag_problem(tag)
     if problem:
       raise UsageError(f"label list: {problem}")
-    prefix, kind = split_tag(tag)
-    prefixes.append(_PREFIX_CODES[prefix])
-    kinds.append(types.index(kind) if kind else -1)
-  return prefixes, kinds, types
+    prefix, entity_type = split_tag(tag)
+    prefixes.append(PREFIX_CODES.index(prefix))
+    type_ids.append(types.index(entity_type) if entity_type else -1)
+  return prefixes, type_ids, types
 
 
 def split_words(texts: tf.Tensor, space_class: str) -> dict:
@@ -114,9 +122,38 @@ def _join_chars(chars: tf.Tensor, first: tf.Tensor, last: tf.Tensor):
 
 
 def window_count(n_pieces: tf.Tensor, size: int, doc_stride: int):
-  """`len(windows.window_spans(n, size, doc_stride))` of each n (int64):
-  the first window, then one per stride until one reaches the end."""
-  return 1 + tf.maximum((n_pieces - size + doc_stride - 1) // doc_stride, 0)
+  """`windows.window_count` of each n (int64) in the graph."""
+  return windows.window_count(n_pieces, size, doc_stride, tnp)
+
+
+@functools.lru_cache(maxsize=None)
+def window_rows(max_seq_length: int) -> dict:
+  """The row `features.sentence_windows` lays out for a window of h pieces
+  without context, for every h in [0, L - 2], so that the graph lays its
+  windows out by that rule: `input_ids`, `segment_ids` int32 and
+  `input_mask` float32 [L - 1, L] (a piece written as -1 - its index in
+  the window), and `row_of` int32 [L - 1, L - 2], the row position of each
+  piece (-1 past h). Read-only arrays."""
+  length = max_seq_length
+  one_window = NerFeatureSettings(length, length - 2)
+  found = {k: [] for k in ("input_ids", "segment_ids", "input_mask")}
+  for held in range(length - 1):
+    # Each piece its own word; its id marks it: -1 - its index.
+    aligned = AlignedSentence(
+        pieces=[""] * held, input_ids=list(range(-1, -1 - held, -1)),
+        piece_words=list(range(held)), word_starts=list(range(held)),
+        label_ids=[])
+    (window,) = sentence_windows(aligned, one_window)
+    for key, rows in found.items():
+      rows.append(getattr(window, key))
+  out = {k: np.array(v, np.float32 if k == "input_mask" else np.int32)
+         for k, v in found.items()}
+  out["row_of"] = np.full([length - 1, length - 2], -1, np.int32)
+  held, row = np.nonzero(out["input_ids"] < 0)
+  out["row_of"][held, -1 - out["input_ids"][held, row]] = row
+  for table in out.values():
+    table.setflags(write=False)
+  return out
 
 
 def window_features(piece_ids: tf.Tensor, text_start: tf.Tensor,
@@ -126,87 +163,73 @@ def window_features(piece_ids: tf.Tensor, text_start: tf.Tensor,
   [P] (all texts' pieces, concatenated), `text_start`, `n_pieces` [B] int64
   -> `(features {input_ids, segment_ids, input_mask} [T, L], n_windows [B]
   int64)`, the windows of text b in order after those of texts < b."""
-  length, size = max_seq_length, max_seq_length - 2
+  rows, size = window_rows(max_seq_length), max_seq_length - 2
   n_windows = window_count(n_pieces, size, doc_stride)
   ks = tf.ragged.range(n_windows)
   text = ks.value_rowids()
-  start = ks.flat_values * doc_stride
-  held = tf.minimum(start + size, tf.gather(n_pieces, text)) - start
-  j = tf.range(length, dtype=tf.int64)[None, :]
-  pad = (size - held)[:, None]
-  in_piece = (j >= pad) & (j < size)
-  source = tf.gather(text_start, text)[:, None] + start[:, None] + j - pad
+  start = windows.window_start(ks.flat_values, doc_stride)
+  held = windows.window_end(start, tf.gather(n_pieces, text), size,
+                            tnp) - start
+  layout = tf.gather(rows["input_ids"], held)
+  source = (tf.gather(text_start, text) + start)[:, None] + tf.cast(
+      -1 - layout, tf.int64)
   # One id more so that an empty batch of pieces still has one to gather.
   ids = tf.concat([tf.cast(piece_ids, tf.int32), [0]], 0)
   pieces = tf.gather(ids, tf.clip_by_value(source, 0, tf.size(
       piece_ids, out_type=tf.int64)))
-  specials = tf.where(tf.equal(j, length - 2), SEP_ID,
-                      tf.where(tf.equal(j, length - 1), CLS_ID, 0))
-  segment_ids = tf.where(j < pad, SEG_ID_PAD,
-                         tf.where(tf.equal(j, length - 1), SEG_ID_CLS,
-                                  SEG_ID_A))
-  features = {
-      "input_ids": tf.where(in_piece, pieces, tf.cast(specials, tf.int32)),
-      "segment_ids": tf.cast(segment_ids, tf.int32),
-      "input_mask": tf.cast(j < pad, tf.float32)}
+  features = {"input_ids": tf.where(layout < 0, pieces, layout),
+              "segment_ids": tf.gather(rows["segment_ids"], held),
+              "input_mask": tf.gather(rows["input_mask"], held)}
   return features, n_windows
 
 
 def best_window_positions(piece: tf.Tensor, n_pieces: tf.Tensor,
                           max_seq_length: int, doc_stride: int):
   """For pieces at `piece` [N] in texts of `n_pieces` [N] pieces (int64):
-  `(window index in its text, position in that window's row)` [N] of the
-  window `windows.best_windows` picks (most context, earlier on a tie)."""
+  `(window index in its text, position in that window's row)` [N] int64 of
+  the window `windows.best_windows` picks (most context, earlier on a
+  tie)."""
   size = max_seq_length - 2
-  # Windows holding a piece are consecutive, at most ceil(size / stride).
-  count = -(-size // doc_stride)
-  lowest = tf.maximum((piece - size) // doc_stride + 1, 0)
-  k = lowest[:, None] + tf.range(count, dtype=tf.int64)[None, :]
-  start = k * doc_stride
-  end = tf.minimum(start + size, n_pieces[:, None])
-  p = piece[:, None]
-  holds = ((k < window_count(n_pieces, size, doc_stride)[:, None])
-           & (start <= p) & (p < end))
-  context = tf.where(holds, tf.minimum(p - start, end - 1 - p), -1)
-  # argmax takes the first of equal values: the earlier window.
-  pick = tf.argmax(context, axis=1, output_type=tf.int64)
-  best = tf.gather(k, pick, batch_dims=1)
-  start = best * doc_stride
-  held = tf.minimum(start + size, n_pieces) - start
-  return best, size - held + piece - start
+  best = windows.best_window(piece, n_pieces, size, doc_stride, tnp)
+  start = windows.window_start(best, doc_stride)
+  held = windows.window_end(start, n_pieces, size, tnp) - start
+  position = tf.gather_nd(window_rows(max_seq_length)["row_of"],
+                          tf.stack([held, piece - start], 1))
+  return best, tf.cast(position, tf.int64)
 
 
 def entity_words(tag_ids: tf.Tensor, first_of_text: tf.Tensor,
                  last_of_text: tf.Tensor, prefixes: tf.Tensor,
-                 kinds: tf.Tensor):
+                 type_ids: tf.Tensor):
   """conlleval's entities (`schemes.entities`) of per-word `tag_ids` [N]
   (texts concatenated; `first_of_text`, `last_of_text` [N] bool mark their
   bounds) -> `(first word, last word)` [M] int64 of each entity, in order.
 
-  An entity is open after a word exactly when its tag is not O, so it
-  starts where conlleval starts one and ends at a non-O word after which
-  conlleval ends one (or the text ends)."""
+  `entities`' loop on all words at once, its two rules read from
+  `schemes.boundary_table`: after word i an entity is open exactly when
+  the last word j <= i where one starts or ends (or a text begins) starts
+  one; it runs from j to the word before the next end (or the text's end).
+  """
+  ends_table, starts_table = boundary_table()
   prefix = tf.gather(prefixes, tag_ids)
-  kind = tf.gather(kinds, tag_ids)
+  word_type = tf.gather(type_ids, tag_ids)
   index = tf.range(tf.size(tag_ids, out_type=tf.int64))
-  # (Gathers rather than slices: they also hold for no words at all.)
+  # A text starts after an O (type -1), as `entities` does. (Gathers rather
+  # than slices: they also hold for no words at all.)
   prev = tf.where(first_of_text, _O,
                   tf.gather(tf.concat([[_O], prefix], 0), index))
-  prev_kind = tf.where(first_of_text, -1,
-                       tf.gather(tf.concat([[-1], kind], 0), index))
-
-  def among(codes, *wanted):
-    return tf.reduce_any(tf.stack([tf.equal(codes, w) for w in wanted]), 0)
-
-  other = tf.not_equal(kind, prev_kind)
-  ends = among(prev, _E, _S) | (among(prev, _B, _I) & (
-      among(prefix, _B, _S, _O) | other))
-  starts = among(prefix, _B, _S) | (among(prefix, _I, _E) & (
-      among(prev, _E, _S, _O) | other))
-  ends_after = (tf.gather(tf.concat([ends, [True]], 0), index + 1)
-                | last_of_text)
-  return (tf.boolean_mask(index, starts),
-          tf.boolean_mask(index, tf.not_equal(prefix, _O) & ends_after))
+  prev_type = tf.where(first_of_text, -1,
+                       tf.gather(tf.concat([[-1], word_type], 0), index))
+  case = tf.stack([prev, prefix, tf.cast(tf.not_equal(word_type, prev_type),
+                                         prefix.dtype)], 1)
+  ends = tf.gather_nd(ends_table, case)
+  starts = tf.gather_nd(starts_table, case)
+  event = starts | ends | first_of_text
+  last_event = tf.gather(tf.boolean_mask(index, event),
+                         tf.cumsum(tf.cast(event, tf.int64)) - 1)
+  closes = tf.gather(starts, last_event) & (
+      tf.gather(tf.concat([ends, [True]], 0), index + 1) | last_of_text)
+  return tf.boolean_mask(last_event, closes), tf.boolean_mask(index, closes)
 
 
 def _per_text(rows: tf.Tensor, nrows: tf.Tensor, count_name: str,
@@ -236,10 +259,10 @@ class TokenClassifierServer(tf.Module):
     self.doc_stride = doc_stride
     self.tokenizer = tokenizer
     self.empty_word_id = empty_word_id
-    prefixes, kinds, types = label_tables(labels)
+    prefixes, type_ids, types = label_tables(labels)
     self.labels = tf.constant(list(labels))
     self.prefixes = tf.constant(prefixes, tf.int32)
-    self.kinds = tf.constant(kinds, tf.int32)
+    self.type_ids = tf.constant(type_ids, tf.int32)
     self.types = tf.constant(types + [""])
     self.space_class = unicode_tables().space
 
@@ -258,7 +281,7 @@ class TokenClassifierServer(tf.Module):
     first, last = entity_words(
         tag_ids, tf.equal(index, tf.gather(splits, rows)),
         tf.equal(index + 1, tf.gather(splits, rows + 1)), self.prefixes,
-        self.kinds)
+        self.type_ids)
     nrows = tf.size(splits, out_type=tf.int64) - 1
     out = _per_text(rows, nrows, "num_words", {
         "words": (words["words"], ""),
@@ -268,7 +291,7 @@ class TokenClassifierServer(tf.Module):
         "tag_ids": (tag_ids, -1)})
     out.update(_per_text(tf.gather(rows, first), nrows, "num_entities", {
         "entity_types": (tf.gather(self.types, tf.gather(
-            self.kinds, tf.gather(tag_ids, last))), ""),
+            self.type_ids, tf.gather(tag_ids, last))), ""),
         "entity_texts": (_join_chars(
             words["chars"], tf.gather(words["first_char"], first),
             tf.gather(words["last_char"], last)), ""),
@@ -313,7 +336,7 @@ def export_token_classifier(model, export_dir: str, max_seq_length: int,
                             sp_model_path: Optional[str] = None,
                             lower: bool = False) -> str:
   """Exports an `XLNetForTokenClassification` (`labels[i]` = class i, IOB2)
-  through `export_dir.save_atomically`; with `sp_model_path` (and `lower`,
+  through `directory.save_atomically`; with `sp_model_path` (and `lower`,
   as the run tokenized) the raw-text signature `serve_text` too. Returns
   `export_dir`."""
   check_export_dir(export_dir, EXPORT_KIND)

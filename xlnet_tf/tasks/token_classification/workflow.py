@@ -1,6 +1,6 @@
 """Token classification (named entities): the options and data hooks of
-`run_ner.py` (model, loss and signatures: `xlnet_tf/tasks/
-token_classification.py`; data: `data_utils/ner/`).
+`run_ner.py` (model and loss: `model.py`, signatures: `serving.py`; data:
+`data_utils/ner/`).
 
 Files: `--train_file` / `--eval_file` / `--predict_file`, or in --data_dir
 the split's file (`<split>.txt`, `.conll` or `.jsonl`; CoNLL-2003's names
@@ -20,11 +20,11 @@ name (`eng.testb.predictions.conll`, `.predictions.jsonl`, and
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 from typing import Dict, List, Optional, Tuple
 
-import numpy as np
 import tensorflow as tf
 from absl import logging
 
@@ -37,8 +37,8 @@ from data_utils.ner.reader import NerData, read_ner
 from data_utils.ner.records import cached_ner_features, ner_dataset
 from data_utils.ner.schemes import label_list
 from data_utils.outputs import output_name
-from xlnet_tf.tasks.token_classification.metrics import entity_metrics, majority_baseline, \
-    majority_tags
+from xlnet_tf.tasks.token_classification.metrics import (
+    entity_metrics, majority_baseline_tags, majority_tags)
 from xlnet_tf.tasks import TokenClassificationTask, export_token_classifier
 from xlnet_tf.training import checkpoint_number
 from xlnet_tf.finetuning.inference import run_inference
@@ -62,17 +62,39 @@ class NerOptions(FinetuneOptions):
 
 
 class NerWorkflow(FinetuneWorkflow):
+  """`labels` and `task` are built on first use; `preflight` asks for
+  the labels before the driver's checks."""
 
   def __init__(self, opts: NerOptions):
     super().__init__(opts)
     self.settings = NerFeatureSettings(
         max_seq_length=opts.max_seq_length, doc_stride=opts.doc_stride,
         label_all_pieces=opts.label_all_pieces,
-        document_context=opts.document_context, uncased=opts.uncased)
+        document_context=opts.document_context, lower=opts.uncased)
     self.word_pieces = WordPieces(self.tokenizer)
     self._data: Dict[str, NerData] = {}
-    self.labels: List[str] = []
-    self._training = False  # set while `train` reads its features
+
+  @functools.cached_property
+  def labels(self) -> List[str]:
+    """The label list (`resolve_labels`); a `UserError` if it holds no
+    entity type."""
+    opts = self.opts
+    labels = self.resolve_labels()
+    if len(labels) < 2:
+      source = (f"--label_list={','.join(opts.label_list)}"
+                if opts.label_list else self.read(opts.train_split).path
+                if opts.do_train else os.path.join(opts.train.model_dir,
+                                                   LABELS_FILE))
+      raise UserError(f"{source}: labels {labels}: no entity type to "
+                      "learn")
+    return labels
+
+  @functools.cached_property
+  def task(self) -> TokenClassificationTask:
+    """One class per label."""
+    return TokenClassificationTask(self.opts.config, self.opts.run,
+                                   len(self.labels), self.task_name,
+                                   self.opts.max_seq_length)
 
   # Files and labels ------------------------------------------------------
   def split_file(self, split: str) -> str:
@@ -140,19 +162,10 @@ class NerWorkflow(FinetuneWorkflow):
     return labels
 
   def preflight(self) -> None:
-    opts = self.opts
     self.settings.validate()
-    self.labels = self.resolve_labels()
-    if len(self.labels) < 2:
-      source = (f"--label_list={','.join(opts.label_list)}"
-                if opts.label_list else self.read(opts.train_split).path
-                if opts.do_train else os.path.join(opts.train.model_dir,
-                                                   LABELS_FILE))
-      raise UserError(f"{source}: labels {self.labels}: no entity type to "
-                      "learn")
-    self.task = TokenClassificationTask(opts.config, opts.run,
-                                        len(self.labels), self.task_name,
-                                        opts.max_seq_length)
+    # The labels first: a run with none to learn stops before the driver's
+    # checks (which build the task from them).
+    logging.info("labels: %s", " ".join(self.labels))
     super().preflight()
 
   def check_inputs(self) -> None:
@@ -176,16 +189,14 @@ class NerWorkflow(FinetuneWorkflow):
     path = os.path.join(self.opts.train.model_dir, LABELS_FILE)
     if not os.path.exists(path):
       write_json(path, {"labels": self.labels})
-    self._training = True
-    try:
-      return super().train()
-    finally:
-      self._training = False
+    return super().train()
 
   # The driver's hooks ---------------------------------------------------
-  def features(self, split: str, pad_to: int = 1, passes: int = 1) -> dict:
+  def features(self, split: str, pad_to: int = 1, passes: int = 1,
+               training: bool = False) -> dict:
+    """Training features are labelled, shuffled and repeated `passes`
+    times; the others unlabelled (scored per word) in file order."""
     data = self.read(split)
-    training = self._training
     info = cached_ner_features(
         data, self.word_pieces, self.labels if training else None,
         self.settings, self.opts.output_dir, split, training=training,
@@ -198,7 +209,7 @@ class NerWorkflow(FinetuneWorkflow):
   def dataset(self, info: dict, batch_size: int, training: bool = False,
               skip: int = 0, ctx=None):
     return ner_dataset(info["path"], self.opts.max_seq_length, batch_size,
-                       is_training=training,
+                       training=training,
                        shuffle_buffer=self.opts.shuffle_buffer,
                        seed=self.opts.seed, skip_batches=skip,
                        input_context=ctx)
@@ -234,7 +245,7 @@ class NerWorkflow(FinetuneWorkflow):
       train = self.read(self.opts.train_split)
       table = majority_tags([s.words for s in train.sentences],
                             [s.tags for s in train.sentences])
-      baseline = [data.restore(tags) for tags in majority_baseline(
+      baseline = [data.restore(tags) for tags in majority_baseline_tags(
           table, [s.words for s in data.sentences])]
       base = entity_metrics([s.source_tags for s in data.sentences],
                             baseline)

@@ -16,7 +16,7 @@
 (`--model_base_path=<export_dir>/features`). `<step>` is the global step of
 the exported checkpoint: a later run adds a version beside the earlier ones
 (TF Serving serves the newest); the same step is replaced. Every version
-directory is written by `export_dir.write_atomically` (its own marker, a
+directory is written by `directory.write_atomically` (its own marker, a
 temp directory moved into place, ordinary permissions).
 """
 
@@ -29,11 +29,11 @@ from absl import logging
 
 from data_utils.atomic import TEMP_PREFIX, write_json
 from data_utils.errors import UsageError, UserError
-from xlnet_tf.export_dir import (EXPORT_MARKER, EXPORT_TEMP_PREFIX,
-                                 check_export_dir, check_export_target,
-                                 check_marker_kind, unmarked,
-                                 write_atomically)
-from xlnet_tf.tflite import TFLITE_VARIANTS, convert_features_export
+from xlnet_tf.export.directory import (EXPORT_MARKER, EXPORT_TEMP_PREFIX,
+                                       check_export_dir, check_export_target,
+                                       check_marker_kind, unmarked,
+                                       write_atomically)
+from xlnet_tf.export.tflite import TFLITE_VARIANTS, convert_features_export
 from xlnet_tf.version import __version__
 
 SERVABLES = ("features", "text", "tflite")

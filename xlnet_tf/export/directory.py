@@ -1,0 +1,336 @@
+"""Where an export may be written, and writing it there safely.
+
+An export only ever replaces a previous export of the same kind, which it
+recognises by the marker file every export carries (`xlnet_tf_export.json`:
+its kind, the files it wrote, the version). Anything else at the path (a
+user's directory, a checkpoint folder, an export of another kind or one
+older than the marker) is refused with one line, before training and again
+at export time. The export is written beside its target, given the
+permissions any new directory gets under the umask (a server may run as
+another user), then moved into place.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import json
+import os
+import re
+import secrets
+import shutil
+import sys
+import time
+from typing import Callable, Dict, List, Optional
+
+import tensorflow as tf
+from absl import logging
+
+from data_utils.atomic import host_name, writer_gone
+from data_utils.errors import (UsageError, UserError, check_writable_dir,
+                               disk_full_is)
+from xlnet_tf.version import __version__
+
+EXPORT_MARKER = "xlnet_tf_export.json"
+MARKER_FORMAT = 1
+# An export's kind names its serving contract (the signatures' inputs and
+# outputs: a regressor answers `score`, a classifier `logits`/`label`...), so
+# a client of one cannot use the other. Each task's spec names its kind
+# (`xlnet_tf/tasks/registry.py`, EXPORT_KINDS); here a kind is a name.
+_KIND = re.compile(r"^[a-z][a-z_]*$")
+
+# What `tf.saved_model.save` writes at the top of an export, the TFLite
+# files of a TFLite export (`export_layout`), plus the marker;
+# `<name>.tmp<hex>` is TF's own temp file (a killed save may leave one).
+_EXPORT_ENTRY = re.compile(
+    r"^(saved_model\.pb(txt)?|fingerprint\.pb|variables|assets|assets\.extra|"
+    r"[a-z0-9_]+\.tflite|" + re.escape(EXPORT_MARKER) + r")(\.tmp[0-9a-f]*)?$")
+
+# Temp directories beside the target: `.tmp-export-<host>-<pid>-<8 hex>`
+# (`-old` for a replaced export being removed). The host and pid say who
+# writes it, so a leftover is removed only once its writer is gone: a live
+# export (even one taking hours) and another host's on a shared disk stay.
+EXPORT_TEMP_PREFIX = ".tmp-export-"
+_TEMP_NAME = re.compile(
+    r"^\.tmp-export-(?P<host>.+)-(?P<pid>\d+)-[0-9a-f]{8}(-old)?$")
+# Versions before the marker used `tempfile.mkdtemp` names, without a writer:
+# those are removed only after a day without change (no export takes that
+# long between writes).
+_LEGACY_TEMP_NAME = re.compile(r"^\.tmp-export-[a-z0-9_]{8}(-old)?$")
+LEGACY_TEMP_AGE = 24 * 3600.0
+# What training writes in model_dir (checkpoints, summaries, worker dirs):
+# an export there would collide with it.
+_TRAINING_ENTRY = re.compile(r"^(checkpoint|ckpt-.*|train|\.worker_.*)$")
+
+
+def _inside(path: str, directory: str) -> bool:
+  """True if real path `path` lies strictly under real path `directory`."""
+  return path != directory and path.startswith(
+      directory.rstrip(os.sep) + os.sep)
+
+
+def _only_export_entries(names) -> bool:
+  return all(_EXPORT_ENTRY.match(n) for n in names)
+
+
+def read_export_marker(export_dir: str) -> Optional[dict]:
+  """The marker of the xlnet-tf export in `export_dir` (`{"kind", "files",
+  "xlnet_tf_version", ...}`), None if there is none or it is damaged."""
+  try:
+    with open(os.path.join(export_dir, EXPORT_MARKER), encoding="utf-8") as f:
+      marker = json.load(f)
+  except (OSError, ValueError):
+    return None
+  if not isinstance(marker, dict) or \
+      not _KIND.match(str(marker.get("kind"))) \
+      or not isinstance(marker.get("files", []), list):
+    return None
+  return marker
+
+
+def check_export_dir(export_dir: str, kind: str, flag: str = "export_dir",
+                     keep: Optional[Dict[str, str]] = None,
+                     model_dir: Optional[str] = None) -> None:
+  """Raises a one-line UserError naming `--flag=export_dir` unless an export
+  of `kind` may be written there: a path that does not exist yet, an empty
+  directory, or an xlnet-tf export of the same kind holding only what it
+  wrote. `keep` maps flag names to paths the run reads or writes: the export
+  may be none of them, nor contain one; inside `model_dir` it may not take a
+  name training writes. Writes nothing."""
+  names = check_export_target(export_dir, kind, flag, keep, model_dir)
+  if names is None:
+    return
+  real = os.path.realpath(export_dir)
+  where = f"--{flag}={export_dir}"
+  if names:
+    if EXPORT_MARKER not in names:
+      raise unmarked(where, kind, names)
+    marker = check_marker_kind(real, kind, where)
+    extra = sorted(set(names) - set(marker.get("files", [])) -
+                   {EXPORT_MARKER})
+    if extra:
+      raise UserError(
+          f"{where}: holds files the export did not write ("
+          f"{', '.join(extra[:3])}{', ...' if len(extra) > 3 else ''}); move "
+          "them out or choose another directory")
+  parent = os.path.dirname(real)
+  if not os.access(parent, os.W_OK | os.X_OK):
+    raise UsageError(f"{where}: {parent} is not writable")
+
+
+def unmarked(where: str, kind: str, names) -> UserError:
+  """The refusal of a directory holding `names` and no marker."""
+  if "saved_model.pb" in names or "saved_model.pbtxt" in names:
+    return UserError(
+        f"{where}: holds a SavedModel without {EXPORT_MARKER} (older than "
+        "this check, or not an xlnet-tf export); remove it yourself or "
+        "choose another directory")
+  return UserError(
+      f"{where}: exists and is not an xlnet-tf {kind} export (no "
+      f"{EXPORT_MARKER}); choose another directory or remove it yourself")
+
+
+def check_marker_kind(path: str, kind: str, where: str) -> dict:
+  """The marker in `path`; a one-line UserError starting with `where` if it
+  is damaged or of another kind."""
+  marker = read_export_marker(path)
+  if marker is None:
+    raise UserError(f"{where}: its {EXPORT_MARKER} is damaged; choose "
+                    "another directory or remove it yourself")
+  if marker["kind"] != kind:
+    raise UserError(
+        f"{where}: holds an xlnet-tf {marker['kind']} export, not a {kind} "
+        "export; choose another directory or remove it yourself")
+  return marker
+
+
+def check_export_target(export_dir: str, kind: str, flag: str,
+                        keep: Optional[Dict[str, str]] = None,
+                        model_dir: Optional[str] = None
+                        ) -> Optional[List[str]]:
+  """The checks of `check_export_dir` before its look at what the
+  directory holds: the kind is a name, the path is given, it is none of
+  `keep`'s paths nor contains one, it takes no name training writes in
+  `model_dir`, and it is a directory or can be made one. Returns the names
+  in the directory, None if it does not exist yet."""
+  if not _KIND.match(kind):
+    raise ValueError(f"not an export kind: {kind!r}")
+  where = f"--{flag}={export_dir}"
+  if not export_dir:
+    raise UsageError(f"--{flag} is required")
+  real = os.path.realpath(export_dir)
+  for name, path in (keep or {}).items():
+    if not path:
+      continue
+    other = os.path.realpath(path)
+    if other == real:
+      raise UsageError(f"{where}: is also --{name}; the export would replace "
+                       "it; choose another directory")
+    if _inside(other, real):
+      raise UsageError(f"{where}: contains --{name}={path}; the export would "
+                       "replace it; choose another directory")
+  if model_dir and _inside(real, os.path.realpath(model_dir)):
+    first = os.path.relpath(real, os.path.realpath(model_dir)).split(os.sep)[0]
+    if _TRAINING_ENTRY.match(first):
+      raise UsageError(f"{where}: training writes '{first}' in --model_dir="
+                       f"{model_dir}; choose another directory")
+  if not os.path.exists(real):
+    check_writable_dir(export_dir, flag)
+    return None
+  if not os.path.isdir(real):
+    raise UsageError(f"{where}: is a file, not an export directory; choose "
+                     "another path")
+  return os.listdir(real)
+
+
+def remove_stale_export_temps(directory: str) -> List[str]:
+  """Removes, in `directory`, the temp directories of interrupted exports of
+  this project: named with our prefix, holding nothing but SavedModel
+  entries, and whose writer (on this host) is gone (for the pre-marker names,
+  unchanged for `LEGACY_TEMP_AGE`). Returns their paths; anything else stays.
+  """
+  removed = []
+  try:
+    names = sorted(os.listdir(directory))
+  except FileNotFoundError:
+    return removed
+  now = time.time()
+  for name in names:
+    path = os.path.join(directory, name)
+    match = _TEMP_NAME.match(name)
+    try:
+      if match:
+        if not writer_gone(match.group("host"), int(match.group("pid"))):
+          continue
+      elif not (_LEGACY_TEMP_NAME.match(name) and
+                now - os.lstat(path).st_mtime > LEGACY_TEMP_AGE):
+        continue
+      if os.path.islink(path) or not os.path.isdir(path) or \
+          not _only_export_entries(os.listdir(path)):
+        continue
+    except FileNotFoundError:
+      continue  # another run removed it first
+    shutil.rmtree(path, ignore_errors=True)
+    removed.append(path)
+  return removed
+
+
+def _umask() -> int:
+  # /proc says it without changing it (os.umask sets it, process-wide).
+  try:
+    with open("/proc/self/status", encoding="ascii") as f:
+      for line in f:
+        if line.startswith("Umask:"):
+          return int(line.split()[1], 8)
+  except (OSError, ValueError):
+    pass
+  mask = os.umask(0o022)
+  os.umask(mask)
+  return mask
+
+
+def _set_ordinary_modes(root: str) -> None:
+  """Directories 0777 and files 0666 less the umask, as any new file gets
+  (TF writes some with fixed modes): a server running as another user can
+  read the export when the umask lets it."""
+  mask = _umask()
+  for dirpath, dirnames, filenames in os.walk(root, topdown=False):
+    for name in filenames:
+      path = os.path.join(dirpath, name)
+      if not os.path.islink(path):
+        os.chmod(path, 0o666 & ~mask)
+    for name in dirnames:
+      path = os.path.join(dirpath, name)
+      if not os.path.islink(path):
+        os.chmod(path, 0o777 & ~mask)
+  os.chmod(root, 0o777 & ~mask)
+
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def _exchange(a: str, b: str) -> bool:
+  """Swaps two paths in one step (Linux `renameat2(RENAME_EXCHANGE)`); False
+  where the system or file system cannot."""
+  if not sys.platform.startswith("linux"):
+    return False
+  try:
+    renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+  except (OSError, AttributeError):
+    return False
+  renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int,
+                        ctypes.c_char_p, ctypes.c_uint]
+  if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b),
+               _RENAME_EXCHANGE) == 0:
+    return True
+  err = ctypes.get_errno()
+  if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+    return False
+  raise OSError(err, os.strerror(err), a, None, b)
+
+
+def _remove_replaced(path: str) -> None:
+  """Removes a replaced export (or empty directory) now at temp `path`; if
+  something not ours appeared in it meanwhile, it is left there."""
+  names = os.listdir(path)
+  if not names:
+    os.rmdir(path)
+  elif read_export_marker(path) is not None and _only_export_entries(names):
+    shutil.rmtree(path, ignore_errors=True)
+  else:
+    logging.warning("left %s in place: it holds files the export did not "
+                    "write", path)
+
+
+def save_atomically(module: tf.Module, signatures: dict, export_dir: str,
+                    kind: str) -> str:
+  """`tf.saved_model.save` of `module` with `signatures` through
+  `write_atomically`. Returns `export_dir`."""
+  return write_atomically(
+      export_dir, kind,
+      lambda tmp: tf.saved_model.save(module, tmp, signatures=signatures),
+      signatures=sorted(signatures))
+
+
+def write_atomically(export_dir: str, kind: str,
+                     write: Callable[[str], None], **marker_fields) -> str:
+  """`write(tmp)` fills a temp directory beside `export_dir` (with what
+  `_EXPORT_ENTRY` allows); it gets the marker of `kind` (plus
+  `marker_fields`) and ordinary permissions, then is moved into place. Only
+  a path `check_export_dir` accepts is written; a previous export is swapped
+  out in one step (or, where the file system cannot, renamed aside first),
+  so a killed export leaves the old export or the new one, plus at most a
+  temp directory that the next export removes. Returns `export_dir`."""
+  check_export_dir(export_dir, kind)
+  target = os.path.realpath(export_dir)
+  parent = os.path.dirname(target)
+  os.makedirs(parent, exist_ok=True)
+  for path in remove_stale_export_temps(parent):
+    logging.info("removed %s, left by an interrupted export", path)
+  tmp = os.path.join(parent, f"{EXPORT_TEMP_PREFIX}{host_name()}-{os.getpid()}-"
+                     f"{secrets.token_hex(4)}")
+  os.mkdir(tmp)
+  try:
+    with disk_full_is(f"{export_dir}: no space left on device while "
+                      "exporting (a previous export there is kept)"):
+      write(tmp)
+      marker = dict(marker_fields, format=MARKER_FORMAT, kind=kind,
+                    files=sorted(os.listdir(tmp)),
+                    xlnet_tf_version=__version__)
+      with open(os.path.join(tmp, EXPORT_MARKER), "w", encoding="utf-8") as f:
+        f.write(json.dumps(marker, indent=2, sort_keys=True) + "\n")
+      _set_ordinary_modes(tmp)
+      if not os.path.isdir(target):
+        os.rename(tmp, target)  # fails, writing nothing, if a file appeared
+      elif _exchange(tmp, target):
+        _remove_replaced(tmp)  # `tmp` now names the previous export
+      else:
+        old = tmp + "-old"
+        os.rename(target, old)
+        os.rename(tmp, target)
+        _remove_replaced(old)
+  finally:
+    if os.path.isdir(tmp) and _only_export_entries(os.listdir(tmp)):
+      shutil.rmtree(tmp, ignore_errors=True)
+  return export_dir
