@@ -163,3 +163,15 @@ def test_ner_feature_settings_uncased():
       NerFeatureSettings(lower=True))
   assert NerFeatureSettings(uncased=False).lower is False
   assert NerFeatureSettings().lower is False
+
+
+def test_initializers_moved_names():
+  """GELU and the dtype policy have modules of their own; the old path
+  gives the same functions."""
+  from xlnet_tf import activations, initializers, precision
+  for name, home in (("gelu_tanh", activations), ("dtype_policy", precision)):
+    old, again = _twice_warns_once(lambda: getattr(initializers, name),
+                                   f"xlnet_tf.initializers.{name}")
+    assert old is again is getattr(home, name)
+  with pytest.raises(AttributeError):
+    initializers.no_such_name  # pylint: disable=pointless-statement

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from xlnet_tf.initializers import cpu_has_native_bfloat16
+from xlnet_tf.precision import cpu_has_native_bfloat16
 from xlnet_tf.kernels import (dropout_fused, gelu_tanh_fused, keep_mask,
                               seeded_dropout)
 from xlnet_tf.layers import LayerNorm, PositionwiseFFN, SeededDropout

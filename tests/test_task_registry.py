@@ -9,7 +9,7 @@ import pytest
 import xlnet_tf as xt
 from xlnet_tf.io.hf_config import config_from_hf
 from xlnet_tf.pretrained import build_model, hf_config, model_kinds, model_kind
-from xlnet_tf.tasks import registry
+from data_utils import deprecation
 from xlnet_tf.tasks.registry import TASKS, task_spec
 
 CONFIG = xt.XLNetConfig(n_layer=1, d_model=8, n_head=2, d_head=4, d_inner=16,
@@ -36,7 +36,7 @@ def test_model_kinds_are_base_and_the_tasks():
 
 
 def test_an_old_kind_name_works_and_warns_once(monkeypatch):
-  monkeypatch.setattr(registry, "_WARNED", set())  # as in a new process
+  monkeypatch.setattr(deprecation, "_WARNED", set())  # as in a new process
   with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     first = task_spec("qa")

@@ -40,7 +40,8 @@ import tf_keras as keras
 from data_utils.deprecation import renamed_keyword
 from xlnet_tf.building import build_once
 from xlnet_tf.config import RunOptions, XLNetConfig
-from xlnet_tf.initializers import dtype_policy, fresh, get_initializer
+from xlnet_tf.initializers import fresh, get_initializer
+from xlnet_tf.precision import dtype_policy
 from xlnet_tf.layers import (PositionwiseFFN, RelativeAttention,
                              RelativePositionEncoding, SeededDropout)
 from xlnet_tf.masks import attention_masks, segment_matrix

@@ -37,7 +37,7 @@ MARKER_FORMAT = 1
 # outputs: a regressor answers `score`, a classifier `logits`/`label`...), so
 # a client of one cannot use the other. Each task's spec names its kind
 # (`xlnet_tf/tasks/registry.py`, EXPORT_KINDS); here a kind is a name.
-_KIND = re.compile(r"^[a-z][a-z_]*$")
+_EXPORT_KIND = re.compile(r"^[a-z][a-z_]*$")
 
 # What `tf.saved_model.save` writes at the top of an export, the TFLite
 # files of a TFLite export (`export_layout`), plus the marker;
@@ -82,30 +82,31 @@ def read_export_marker(export_dir: str) -> Optional[dict]:
   except (OSError, ValueError):
     return None
   if not isinstance(marker, dict) or \
-      not _KIND.match(str(marker.get("kind"))) \
+      not _EXPORT_KIND.match(str(marker.get("kind"))) \
       or not isinstance(marker.get("files", []), list):
     return None
   return marker
 
 
-def check_export_dir(export_dir: str, kind: str, flag: str = "export_dir",
+def check_export_dir(export_dir: str, export_kind: str,
+                     flag: str = "export_dir",
                      keep: Optional[Dict[str, str]] = None,
                      model_dir: Optional[str] = None) -> None:
   """Raises a one-line UserError naming `--flag=export_dir` unless an export
-  of `kind` may be written there: a path that does not exist yet, an empty
+  of `export_kind` may be written there: a path that does not exist yet, an empty
   directory, or an xlnet-tf export of the same kind holding only what it
   wrote. `keep` maps flag names to paths the run reads or writes: the export
   may be none of them, nor contain one; inside `model_dir` it may not take a
   name training writes. Writes nothing."""
-  names = check_export_target(export_dir, kind, flag, keep, model_dir)
+  names = check_export_target(export_dir, export_kind, flag, keep, model_dir)
   if names is None:
     return
   real = os.path.realpath(export_dir)
   where = f"--{flag}={export_dir}"
   if names:
     if EXPORT_MARKER not in names:
-      raise unmarked(where, kind, names)
-    marker = check_marker_kind(real, kind, where)
+      raise unmarked(where, export_kind, names)
+    marker = check_marker_kind(real, export_kind, where)
     extra = sorted(set(names) - set(marker.get("files", [])) -
                    {EXPORT_MARKER})
     if extra:
@@ -118,7 +119,7 @@ def check_export_dir(export_dir: str, kind: str, flag: str = "export_dir",
     raise UsageError(f"{where}: {parent} is not writable")
 
 
-def unmarked(where: str, kind: str, names) -> UserError:
+def unmarked(where: str, export_kind: str, names) -> UserError:
   """The refusal of a directory holding `names` and no marker."""
   if "saved_model.pb" in names or "saved_model.pbtxt" in names:
     return UserError(
@@ -126,25 +127,26 @@ def unmarked(where: str, kind: str, names) -> UserError:
         "this check, or not an xlnet-tf export); remove it yourself or "
         "choose another directory")
   return UserError(
-      f"{where}: exists and is not an xlnet-tf {kind} export (no "
+      f"{where}: exists and is not an xlnet-tf {export_kind} export (no "
       f"{EXPORT_MARKER}); choose another directory or remove it yourself")
 
 
-def check_marker_kind(path: str, kind: str, where: str) -> dict:
+def check_marker_kind(path: str, export_kind: str, where: str) -> dict:
   """The marker in `path`; a one-line UserError starting with `where` if it
   is damaged or of another kind."""
   marker = read_export_marker(path)
   if marker is None:
     raise UserError(f"{where}: its {EXPORT_MARKER} is damaged; choose "
                     "another directory or remove it yourself")
-  if marker["kind"] != kind:
+  if marker["kind"] != export_kind:
     raise UserError(
-        f"{where}: holds an xlnet-tf {marker['kind']} export, not a {kind} "
-        "export; choose another directory or remove it yourself")
+        f"{where}: holds an xlnet-tf {marker['kind']} export, not a "
+        f"{export_kind} export; choose another directory or remove it "
+        "yourself")
   return marker
 
 
-def check_export_target(export_dir: str, kind: str, flag: str,
+def check_export_target(export_dir: str, export_kind: str, flag: str,
                         keep: Optional[Dict[str, str]] = None,
                         model_dir: Optional[str] = None
                         ) -> Optional[List[str]]:
@@ -153,8 +155,8 @@ def check_export_target(export_dir: str, kind: str, flag: str,
   `keep`'s paths nor contains one, it takes no name training writes in
   `model_dir`, and it is a directory or can be made one. Returns the names
   in the directory, None if it does not exist yet."""
-  if not _KIND.match(kind):
-    raise ValueError(f"not an export kind: {kind!r}")
+  if not _EXPORT_KIND.match(export_kind):
+    raise ValueError(f"not an export kind: {export_kind!r}")
   where = f"--{flag}={export_dir}"
   if not export_dir:
     raise UsageError(f"--{flag} is required")
@@ -284,25 +286,25 @@ def _remove_replaced(path: str) -> None:
 
 
 def save_atomically(module: tf.Module, signatures: dict, export_dir: str,
-                    kind: str) -> str:
+                    export_kind: str) -> str:
   """`tf.saved_model.save` of `module` with `signatures` through
   `write_atomically`. Returns `export_dir`."""
   return write_atomically(
-      export_dir, kind,
+      export_dir, export_kind,
       lambda tmp: tf.saved_model.save(module, tmp, signatures=signatures),
       signatures=sorted(signatures))
 
 
-def write_atomically(export_dir: str, kind: str,
+def write_atomically(export_dir: str, export_kind: str,
                      write: Callable[[str], None], **marker_fields) -> str:
   """`write(tmp)` fills a temp directory beside `export_dir` (with what
-  `_EXPORT_ENTRY` allows); it gets the marker of `kind` (plus
+  `_EXPORT_ENTRY` allows); it gets the marker of `export_kind` (plus
   `marker_fields`) and ordinary permissions, then is moved into place. Only
   a path `check_export_dir` accepts is written; a previous export is swapped
   out in one step (or, where the file system cannot, renamed aside first),
   so a killed export leaves the old export or the new one, plus at most a
   temp directory that the next export removes. Returns `export_dir`."""
-  check_export_dir(export_dir, kind)
+  check_export_dir(export_dir, export_kind)
   target = os.path.realpath(export_dir)
   parent = os.path.dirname(target)
   os.makedirs(parent, exist_ok=True)
@@ -315,7 +317,7 @@ def write_atomically(export_dir: str, kind: str,
     with disk_full_is(f"{export_dir}: no space left on device while "
                       "exporting (a previous export there is kept)"):
       write(tmp)
-      marker = dict(marker_fields, format=MARKER_FORMAT, kind=kind,
+      marker = dict(marker_fields, format=MARKER_FORMAT, kind=export_kind,
                     files=sorted(os.listdir(tmp)),
                     xlnet_tf_version=__version__)
       with open(os.path.join(tmp, EXPORT_MARKER), "w", encoding="utf-8") as f:

@@ -51,28 +51,30 @@ def version_dir(export_dir: str, servable: str, step: int) -> str:
   return os.path.join(export_dir, servable, str(int(step)))
 
 
-def check_export_root(export_dir: str, kind: str, flag: str = "export_dir",
+def check_export_root(export_dir: str, export_kind: str,
+                      flag: str = "export_dir",
                       keep: Optional[Dict[str, str]] = None,
                       model_dir: Optional[str] = None) -> None:
   """A one-line UserError naming `--flag` unless the versioned exports of
-  `kind` may go to `export_dir`: a path that does not exist yet, an empty
-  directory, or a root this layout wrote for `kind` holding only its
-  servables, each only versions of `kind` (and temp directories of
+  `export_kind` may go to `export_dir`: a path that does not exist yet, an empty
+  directory, or a root this layout wrote for `export_kind` holding only its
+  servables, each only versions of `export_kind` (and temp directories of
   exports). `keep` and `model_dir` as `check_export_dir`. Writes nothing.
   """
-  names = check_export_target(export_dir, kind, flag, keep, model_dir)
+  names = check_export_target(export_dir, export_kind, flag, keep, model_dir)
   names = [n for n in names or [] if not n.startswith(TEMP_PREFIX)]
   if not names:
     return
   real = os.path.realpath(export_dir)
   where = f"--{flag}={export_dir}"
   if EXPORT_MARKER not in names:
-    raise unmarked(where, kind, names)
-  marker = check_marker_kind(real, kind, where)
+    raise unmarked(where, export_kind, names)
+  marker = check_marker_kind(real, export_kind, where)
   if marker.get("layout") != LAYOUT:
     raise UserError(
-        f"{where}: holds an xlnet-tf {kind} export in the unversioned layout "
-        "of earlier versions; move it aside or choose another directory")
+        f"{where}: holds an xlnet-tf {export_kind} export in the unversioned "
+        "layout of earlier versions; move it aside or choose another "
+        "directory")
   extra = sorted(set(names) - set(SERVABLES) - {EXPORT_MARKER})
   if extra:
     raise UserError(
@@ -91,25 +93,26 @@ def check_export_root(export_dir: str, kind: str, flag: str = "export_dir",
         raise UserError(
             f"{where}: {servable}/{version} is not a version the export "
             "wrote; move it out or choose another directory")
-      check_export_dir(os.path.join(base, version), kind, flag)
+      check_export_dir(os.path.join(base, version), export_kind, flag)
   if not os.access(real, os.W_OK | os.X_OK):
     raise UsageError(f"{where}: is not writable")
 
 
-def prepare_export_root(export_dir: str, kind: str) -> None:
+def prepare_export_root(export_dir: str, export_kind: str) -> None:
   """Checks `export_dir` (`check_export_root`) and gives it its marker."""
-  check_export_root(export_dir, kind)
+  check_export_root(export_dir, export_kind)
   if not os.path.exists(os.path.join(export_dir, EXPORT_MARKER)):
     write_json(os.path.join(export_dir, EXPORT_MARKER),
-               {"layout": LAYOUT, "kind": kind, "servables": list(SERVABLES),
+               {"layout": LAYOUT, "kind": export_kind,
+                "servables": list(SERVABLES),
                 "xlnet_tf_version": __version__})
 
 
-def write_tflite(features_dir: str, tflite_dir: str, kind: str) -> str:
+def write_tflite(features_dir: str, tflite_dir: str, export_kind: str) -> str:
   """The features SavedModel at `features_dir` as `<variant>.tflite` for
-  every `TFLITE_VARIANTS`, written to `tflite_dir` as one export of `kind`
+  every `TFLITE_VARIANTS`, written to `tflite_dir` as one export of `export_kind`
   (both converted before anything is written). Returns `tflite_dir`."""
-  check_export_dir(tflite_dir, kind)
+  check_export_dir(tflite_dir, export_kind)
   models = {}
   for variant in TFLITE_VARIANTS:
     logging.info("converting %s to TFLite (%s)", features_dir, variant)
@@ -119,6 +122,6 @@ def write_tflite(features_dir: str, tflite_dir: str, kind: str) -> str:
     for variant, flatbuffer in models.items():
       with open(os.path.join(tmp, f"{variant}.tflite"), "wb") as f:
         f.write(flatbuffer)
-  return write_atomically(tflite_dir, kind, write,
+  return write_atomically(tflite_dir, export_kind, write,
                           variants=list(TFLITE_VARIANTS),
                           source=os.path.basename(features_dir))

@@ -6,7 +6,8 @@ from __future__ import annotations
 import tf_keras as keras
 
 from xlnet_tf.building import build_dense
-from xlnet_tf.initializers import fresh, get_activation
+from xlnet_tf.activations import get_activation
+from xlnet_tf.initializers import fresh
 from xlnet_tf.kernels import FeedForwardParts, feedforward
 from xlnet_tf.layers.sublayer import Sublayer
 from xlnet_tf.seeds import sub_seed

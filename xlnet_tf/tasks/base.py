@@ -13,7 +13,8 @@ from data_utils.deprecation import renamed_keyword
 from xlnet_tf.building import build_once
 from xlnet_tf.config import RunOptions, XLNetConfig
 from xlnet_tf.encoder import XLNetModel
-from xlnet_tf.initializers import dtype_policy, get_initializer
+from xlnet_tf.initializers import get_initializer
+from xlnet_tf.precision import dtype_policy
 from xlnet_tf.training import TrainTask
 
 # Variable paths inside the encoder (`.../transformer/layer_3/...`).
@@ -94,7 +95,7 @@ class XLNetTask(TrainTask):
 
   model_class = TaskModel
   # The export kind of the SavedModels a fine-tuning run writes
-  # (`export_dir`'s marker).
+  # (`export/directory.py`'s marker).
   export_kind: Optional[str] = None
 
   def __init__(self, config: XLNetConfig, options: Optional[RunOptions],

@@ -14,7 +14,8 @@ from data_utils.deprecation import warn_renamed
 from xlnet_tf.building import build_dense, build_once
 from xlnet_tf.config import RunOptions, XLNetConfig
 from xlnet_tf.encoder import XLNetModel
-from xlnet_tf.initializers import dtype_policy, fresh, get_initializer
+from xlnet_tf.initializers import fresh, get_initializer
+from xlnet_tf.precision import dtype_policy
 from xlnet_tf.layers import AbsoluteAttention, SeededDropout
 from xlnet_tf.masks import memory_mask
 from xlnet_tf.tasks.base import TaskModel

@@ -10,8 +10,9 @@ adding its package and one line here.
 
 from __future__ import annotations
 
-import warnings
 from typing import Dict, Tuple
+
+from data_utils.deprecation import warn_renamed
 
 from xlnet_tf.tasks.classification import spec as classification
 from xlnet_tf.tasks.language_model import spec as language_model
@@ -25,8 +26,7 @@ TASKS: Tuple[TaskSpec, ...] = (*classification.SPECS, *multiple_choice.SPECS,
                                *language_model.SPECS)
 _BY_NAME: Dict[str, TaskSpec] = {s.name: s for s in TASKS}
 _ALIASES: Dict[str, TaskSpec] = {a: s for s in TASKS for a in s.aliases}
-_WARNED = set()
-# The kinds of SavedModel the project writes (`export_dir`'s markers).
+# The kinds of SavedModel the project writes (`export/directory.py`'s markers).
 EXPORT_KINDS = tuple(dict.fromkeys(s.export_kind for s in TASKS
                                    if s.export_kind))
 
@@ -42,10 +42,7 @@ def task_spec(name: str) -> TaskSpec:
     return _BY_NAME[name]
   if name in _ALIASES:
     spec = _ALIASES[name]
-    if name not in _WARNED:
-      _WARNED.add(name)
-      warnings.warn(f"model kind {name!r} is deprecated; use {spec.name!r}",
-                    DeprecationWarning, stacklevel=2)
+    warn_renamed(f"model kind {name!r}", repr(spec.name))
     return spec
   raise ValueError(f"unknown model {name!r}; use one of "
                    f"{', '.join(task_names())}")

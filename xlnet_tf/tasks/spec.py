@@ -1,7 +1,7 @@
 """`TaskSpec`: a task's identity, written once in its package
 (`tasks/<task>/spec.py`) and read by every table of tasks: model kinds
 (`pretrained.build_model`, the convert CLI's `--model`), HuggingFace
-architectures (`pretrained`), SavedModel kinds (`export_dir`'s markers) and
+architectures (`pretrained`), SavedModel kinds (`export/directory.py`'s markers) and
 the entry scripts (`registry.py` lists them all).
 """
 

@@ -34,7 +34,7 @@ from data_utils.errors import UserError, is_disk_full
 from data_utils.progress import format_seconds
 from xlnet_tf.building import build_once
 from xlnet_tf.checkpoint_files import find_damage
-from xlnet_tf.initializers import cpu_has_native_bfloat16
+from xlnet_tf.precision import cpu_has_native_bfloat16
 from xlnet_tf.seeds import dropout_seeds, step_seed, sub_seed
 from xlnet_tf.training.optimizer import (layer_lr_factor, make_optimizer,
                                          variable_key)

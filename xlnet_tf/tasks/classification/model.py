@@ -86,7 +86,7 @@ def regression_loss(score, labels):
   return tf.square(tf.cast(score, tf.float32) - tf.cast(labels, tf.float32))
 
 
-# The export kinds its SavedModels record (`export_dir`).
+# The export kinds its SavedModels record (`export/directory.py`).
 CLASSIFIER_EXPORT_KIND, REGRESSOR_EXPORT_KIND = "classifier", "regressor"
 
 

@@ -252,7 +252,7 @@ def export_classifier(model, export_dir: str, max_seq_length: int,
                       regression: bool, labels=None,
                       sp_model_path: Optional[str] = None,
                       lower: bool = False, keep_end: bool = False) -> str:
-  """Exports a classifier/regressor through `export_dir.save_atomically`;
+  """Exports a classifier/regressor through `export.directory.save_atomically`;
   with `sp_model_path` the raw-text signatures too, and for a model read in
   segments (`model.segment_length`) `initial_memory` and `serve_segment`.
   `max_seq_length` is the record length L (N segments: N * S); `keep_end`

@@ -108,7 +108,7 @@ class XLNetPretrainer(TaskModel):
     return {"tie_weight": self.tie_weight}
 
 
-# The export kind its SavedModel records (`export_dir`).
+# The export kind its SavedModel records (`export/directory.py`).
 EXPORT_KIND = "language_model"
 
 

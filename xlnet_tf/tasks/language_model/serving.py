@@ -165,7 +165,7 @@ def export_language_model(lm: XLNetPretrainer, spiece_model_file: str,
                           max_new_tokens: int, uncased: bool = False,
                           stop_ids: Optional[Sequence[int]] = None) -> str:
   """Writes the export of `lm` (an `XLNetPretrainer`, e.g. from
-  `load_language_model`) through `export_dir.save_atomically`: prompts of
+  `load_language_model`) through `export.directory.save_atomically`: prompts of
   at most `max_seq_length` pieces (longer ones keep their end),
   `max_new_tokens` generated per text, `stop_ids` ending a text early.
   Arguments are checked before anything is built (one-line UsageError

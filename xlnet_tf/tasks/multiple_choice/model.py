@@ -61,7 +61,7 @@ class XLNetForMultipleChoice(PooledTaskModel):
     return dict(super().head_config(), n_choice=self.n_choice)
 
 
-# The export kind its SavedModels record (`export_dir`).
+# The export kind its SavedModels record (`export/directory.py`).
 EXPORT_KIND = "multiple_choice"
 
 

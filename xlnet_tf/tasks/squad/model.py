@@ -193,7 +193,7 @@ def squad_loss(outputs, start_positions, end_positions, is_impossible=None):
   return loss
 
 
-# The export kind its SavedModels record (`export_dir`).
+# The export kind its SavedModels record (`export/directory.py`).
 EXPORT_KIND = "squad"
 
 

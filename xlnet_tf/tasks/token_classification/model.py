@@ -76,7 +76,7 @@ def token_classification_loss(logits, label_ids):
                                tf.reduce_sum(weights))
 
 
-# The export kind its SavedModels record (`export_dir`).
+# The export kind its SavedModels record (`export/directory.py`).
 EXPORT_KIND = "token_classifier"
 
 

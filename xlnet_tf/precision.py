@@ -1,0 +1,35 @@
+"""Numeric precision: the Keras dtype policy of `use_bfloat16` /
+`use_float16`, and whether this CPU computes bfloat16 natively."""
+
+from __future__ import annotations
+
+import tf_keras as keras
+
+from xlnet_tf.config import RunOptions
+
+
+def dtype_policy(options: RunOptions):
+  """The Keras dtype policy the layers use: 16-bit compute with float32
+  weights under `use_bfloat16` / `use_float16`, else plain float32."""
+  if options.use_bfloat16:
+    return keras.mixed_precision.Policy("mixed_bfloat16")
+  if options.use_float16:
+    return keras.mixed_precision.Policy("mixed_float16")
+  return keras.mixed_precision.Policy("float32")
+
+
+def cpu_has_native_bfloat16(cpuinfo: str = "/proc/cpuinfo"):
+  """True if the CPU multiplies bfloat16 natively (AVX512_BF16 or AMX), False
+  if not (bfloat16 matmuls are then emulated and slower than float32), None
+  where it cannot tell (no `cpuinfo` file, as off Linux).
+
+  Example:
+    >>> cpu_has_native_bfloat16("/nonexistent") is None
+    True
+  """
+  try:
+    with open(cpuinfo) as f:
+      flags = next((line for line in f if line.startswith("flags")), "")
+  except OSError:
+    return None
+  return bool({"avx512_bf16", "amx_bf16"} & set(flags.split()))
