@@ -21,14 +21,16 @@ One JSONL line per text, in input order (stdout, or `--output_file`):
 
 from absl import app, flags
 
-from data_utils.errors import UsageError, check_positive, run_main
+from data_utils.errors import UsageError, run_main
 from data_utils.lm import infill
 from data_utils.progress import Progress
 from xlnet_tf.tasks.language_model import infilling
 from xlnet_tf.tasks.language_model import scoring
-from xlnet_tf.tasks.language_model.workflow import (check_lm_flags, check_lm_model,
-                                   check_output_file, define_lm_flags,
-                                   load_from_flags, write_jsonl)
+from xlnet_tf.tasks.language_model.workflow import (check_row_flags,
+                                                    define_lm_flags,
+                                                    define_row_flags,
+                                                    load_from_flags,
+                                                    write_jsonl)
 
 
 def define_flags() -> None:
@@ -52,17 +54,16 @@ def define_flags() -> None:
                      "holding this much probability (1 = all).")
   flags.DEFINE_integer("seed", 0, "Sampling seed (text i draws from a "
                        "generator seeded with seed + i).")
-  flags.DEFINE_integer("max_seq_length", 512,
-                       "Longest row (text + 2 markers) in pieces.")
-  flags.DEFINE_string("output_file", None, "JSONL output (default: stdout).")
+  define_row_flags("Longest row (text + 2 markers) in pieces.")
 
 
 def check_flags(f):
   """One-line UsageErrors, before any model is loaded; returns the
   `LMFiles` (config, tokenizer) the flags name."""
-  check_lm_flags(f)
-  if bool(f.input_file) == bool(f.text):
-    raise UsageError("give exactly one of --input_file and --text")
+  return check_row_flags(f, _check_infill_flags)
+
+
+def _check_infill_flags(f):
   if f.spans and not f.text:
     raise UsageError("--spans: needs --text (give a .jsonl file's spans in "
                      "its rows)")
@@ -71,10 +72,6 @@ def check_flags(f):
   if f.seed < 0:
     # Text i draws from numpy's generator seeded with seed + i.
     raise UsageError(f"--seed={f.seed}: must be at least 0")
-  check_positive(f.max_seq_length, "max_seq_length", minimum=3)
-  if f.output_file:
-    check_output_file(f.output_file, "output_file", f.overwrite)
-  return check_lm_model(f)
 
 
 def _items(f):

@@ -20,13 +20,15 @@ import math
 
 from absl import app, flags, logging
 
-from data_utils.errors import UsageError, check_positive, run_main
+from data_utils.errors import UsageError, run_main
 from data_utils.lm.texts import read_texts
 from data_utils.progress import Progress
 from xlnet_tf.tasks.language_model import scoring
-from xlnet_tf.tasks.language_model.workflow import (check_lm_flags, check_lm_model,
-                                   check_output_file, define_lm_flags,
-                                   load_from_flags, write_jsonl)
+from xlnet_tf.tasks.language_model.workflow import (check_row_flags,
+                                                    define_lm_flags,
+                                                    define_row_flags,
+                                                    load_from_flags,
+                                                    write_jsonl)
 
 
 def define_flags() -> None:
@@ -41,27 +43,22 @@ def define_flags() -> None:
   flags.DEFINE_string("order", "l2r", "l2r: left to right, a true "
                       "log p(text); pll: each piece given all the others "
                       "(one row per piece).")
-  flags.DEFINE_integer("max_seq_length", 512,
-                       "Longest row (context + text + 2 markers) in pieces.")
-  flags.DEFINE_string("output_file", None, "JSONL output (default: stdout).")
+  define_row_flags("Longest row (context + text + 2 markers) in pieces.")
 
 
 def check_flags(f):
   """One-line UsageErrors, before any model is loaded; returns the
   `LMFiles` (config, tokenizer) the flags name."""
-  check_lm_flags(f)
-  if bool(f.input_file) == bool(f.text):
-    raise UsageError("give exactly one of --input_file and --text")
+  return check_row_flags(f, _check_score_flags)
+
+
+def _check_score_flags(f):
   if f.context_column and not f.input_file:
     raise UsageError("--context_column: needs --input_file (a .tsv or "
                      ".jsonl)")
   if f.order not in scoring.ORDERS:
     raise UsageError(f"--order={f.order}: must be one of "
                      f"{', '.join(scoring.ORDERS)}")
-  check_positive(f.max_seq_length, "max_seq_length", minimum=3)
-  if f.output_file:
-    check_output_file(f.output_file, "output_file", f.overwrite)
-  return check_lm_model(f)
 
 
 def _inputs(f):

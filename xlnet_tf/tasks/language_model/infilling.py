@@ -32,7 +32,7 @@ from data_utils.lm.infill import InfillText, encode, fill_text
 from data_utils.tokenization import SPECIAL_SYMBOLS
 from xlnet_tf.factorization import CONTEXT
 from xlnet_tf.tasks.language_model.generation import check_sampling
-from xlnet_tf.tasks.language_model.passes import two_stream_pass
+from xlnet_tf.tasks.language_model.passes import row_pass, two_stream_pass
 from xlnet_tf.tasks.language_model.model import XLNetPretrainer
 from xlnet_tf.tasks.language_model.scoring import MARKERS, pad_left
 
@@ -104,19 +104,11 @@ class Infiller:
 
   def __init__(self, lm: XLNetPretrainer, batch_size: int = 8,
                graph: bool = True):
-    if batch_size < 1:
-      raise ValueError(f"batch_size={batch_size}: must be at least 1")
-    self.lm = lm
-    self.batch_size = batch_size
-    fn = lambda ids, order, mask, output_positions: open_log_probs(
-        lm, ids, order, mask, output_positions)
-    if graph:
-      fn = tf.function(fn, input_signature=[
-          tf.TensorSpec([None, None], tf.int32),
-          tf.TensorSpec([None, None], tf.int32),
-          tf.TensorSpec([None, None], tf.float32),
-          tf.TensorSpec([None, None], tf.int32)])
-    self._pass = fn
+    self._pass = row_pass(
+        lambda ids, order, mask, output_positions: open_log_probs(
+            lm, ids, order, mask, output_positions),
+        batch_size, graph, tf.TensorSpec([None, None], tf.int32))
+    self.lm, self.batch_size = lm, batch_size
 
   def fill_ids(self, rows: Sequence[Sequence[int]],
                holes: Sequence[Sequence[int]], order: str = "left_to_right",

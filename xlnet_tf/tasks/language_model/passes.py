@@ -78,3 +78,21 @@ def log_probs_of(logits, token_ids) -> tf.Tensor:
   log_p = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
   picked = tf.gather(log_p, tf.maximum(token_ids, 0), batch_dims=2)
   return tf.where(token_ids >= 0, picked, tf.zeros_like(picked))
+
+
+# A batch of rows: ids and target order int32, padding mask float32, `[B, T]`.
+ROW_SPECS = (tf.TensorSpec([None, None], tf.int32),
+             tf.TensorSpec([None, None], tf.int32),
+             tf.TensorSpec([None, None], tf.float32))
+
+
+def row_pass(fn, batch_size: int, graph: bool, *extra_specs):
+  """`fn(ids, order, mask, *extra)` as one `tf.function` over `ROW_SPECS`
+  and `extra_specs` (dynamic shapes: traced once), or `fn` itself to run
+  eagerly (`graph` False); `batch_size` (rows per pass) is checked here
+  for the scorer and the infiller that run such passes."""
+  if batch_size < 1:
+    raise ValueError(f"batch_size={batch_size}: must be at least 1")
+  if not graph:
+    return fn
+  return tf.function(fn, input_signature=[*ROW_SPECS, *extra_specs])

@@ -30,7 +30,8 @@ import tensorflow as tf
 from data_utils.errors import UserError
 from data_utils.tokenization import CLS_ID, PAD_ID, SEP_ID
 from xlnet_tf.factorization import CONTEXT
-from xlnet_tf.tasks.language_model.passes import log_probs_of, two_stream_pass
+from xlnet_tf.tasks.language_model.passes import (log_probs_of, row_pass,
+                                                  two_stream_pass)
 from xlnet_tf.tasks.language_model.model import XLNetPretrainer
 
 ORDERS = ("l2r", "pll")
@@ -101,17 +102,10 @@ class TextScorer:
 
   def __init__(self, lm: XLNetPretrainer, batch_size: int = 8,
                graph: bool = True):
-    if batch_size < 1:
-      raise ValueError(f"batch_size={batch_size}: must be at least 1")
-    self.lm = lm
-    self.batch_size = batch_size
-    fn = lambda ids, order, mask: target_log_probs(lm, ids, order, mask)
-    if graph:
-      fn = tf.function(fn, input_signature=[
-          tf.TensorSpec([None, None], tf.int32),
-          tf.TensorSpec([None, None], tf.int32),
-          tf.TensorSpec([None, None], tf.float32)])
-    self._pass = fn
+    self._pass = row_pass(
+        lambda ids, order, mask: target_log_probs(lm, ids, order, mask),
+        batch_size, graph)
+    self.lm, self.batch_size = lm, batch_size
 
   def _run(self, rows, orders) -> np.ndarray:
     ids, order, mask = pad_left(rows, orders)

@@ -79,6 +79,27 @@ def check_lm_flags(f, required=("init_checkpoint", "spiece_model_file")
     check_checkpoint(f.init_checkpoint, "init_checkpoint")
 
 
+def define_row_flags(max_seq_help: str) -> None:
+  """The flags of the scripts that read each text as one row (run_score,
+  run_infill): its longest row and the JSONL output."""
+  flags.DEFINE_integer("max_seq_length", 512, max_seq_help)
+  flags.DEFINE_string("output_file", None, "JSONL output (default: stdout).")
+
+
+def check_row_flags(f, check_script) -> LMFiles:
+  """The checks of a row script's flags (`define_row_flags`), with the
+  script's own (`check_script(f)`) between the shared ones; one-line
+  UsageErrors before any model is loaded. Returns `check_lm_model`'s."""
+  check_lm_flags(f)
+  if bool(f.input_file) == bool(f.text):
+    raise UsageError("give exactly one of --input_file and --text")
+  check_script(f)
+  check_positive(f.max_seq_length, "max_seq_length", minimum=3)
+  if f.output_file:
+    check_output_file(f.output_file, "output_file", f.overwrite)
+  return check_lm_model(f)
+
+
 def check_lm_model(f) -> LMFiles:
   """The config the flags name fits the checkpoint (`--model_config_path`,
   else the one beside it, against the checkpoint's own shapes) and embeds
