@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 import tensorflow as tf
-from xlnet_tf.initializers import cpu_has_native_bfloat16
+from xlnet_tf.precision import cpu_has_native_bfloat16
 
 import step_tf
 from bench_common import time_median

@@ -285,3 +285,4 @@ def test_predictions_never_replace_a_users_file(trained, tmp_path):
   assert res.stderr.strip().splitlines()[-1] == (
       f"run_ner: --predict_dir={tmp_path}/notes: {tmp_path}/notes is a file, "
       "not a directory")
+  assert (tmp_path / "notes").read_text() == "the user's notes\n"
