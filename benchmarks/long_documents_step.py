@@ -78,17 +78,7 @@ def make_step(variant: str, size: str, batch: int, threads: int):
   model = xt.XLNetClassifier(xt.XLNetModel(cfg, opts), n_class=2, **head)
   feats = document_batch(batch, v["seq"], cfg.n_token,
                          np.random.default_rng(0))
-  labels = tf.zeros([batch], tf.int32)
-
-  def loss_fn():
-    logits = tf.cast(model(feats, training=True)["logits"], tf.float32)
-    return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
-        labels=labels, logits=logits))
-  model.build(None)
-  step = step_tf.train_step(loss_fn, model,
-                            keras.optimizers.legacy.Adam(1e-5), False,
-                            dense_gradients)
-  return step, v["seq"]
+  return _classifier_step(model, feats, batch, False), v["seq"]
 
 
 def make_segments_step(size: str, n_segments: int, segment_length: int,
@@ -108,6 +98,12 @@ def make_segments_step(size: str, n_segments: int, segment_length: int,
                              bptt_segments=bptt_segments)
   feats = document_batch(batch, n_segments * segment_length, cfg.n_token,
                          np.random.default_rng(0))
+  return _classifier_step(model, feats, batch, xla)
+
+
+def _classifier_step(model, feats, batch: int, xla: bool):
+  """One Adam training step of classifier `model` on `feats` (label 0 for
+  every document), built as `step_tf.train_step` builds the others."""
   labels = tf.zeros([batch], tf.int32)
 
   def loss_fn():
