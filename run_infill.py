@@ -57,13 +57,8 @@ def define_flags() -> None:
   define_row_flags("Longest row (text + 2 markers) in pieces.")
 
 
-def check_flags(f):
-  """One-line UsageErrors, before any model is loaded; returns the
-  `LMFiles` (config, tokenizer) the flags name."""
-  return check_row_flags(f, _check_infill_flags)
-
-
-def _check_infill_flags(f):
+def check_infill_flags(f):
+  """This script's own checks (`check_row_flags` runs the shared ones)."""
   if f.spans and not f.text:
     raise UsageError("--spans: needs --text (give a .jsonl file's spans in "
                      "its rows)")
@@ -88,7 +83,7 @@ def _items(f):
 
 
 def infill_main(f) -> int:
-  tokenizer = check_flags(f).tokenizer
+  tokenizer = check_row_flags(f, check_infill_flags).tokenizer
   items, where = _items(f)
   # Tokenize and check every row before the model is loaded.
   encoded = [infill.encode(tokenizer, item) for item in items]

@@ -46,13 +46,8 @@ def define_flags() -> None:
   define_row_flags("Longest row (context + text + 2 markers) in pieces.")
 
 
-def check_flags(f):
-  """One-line UsageErrors, before any model is loaded; returns the
-  `LMFiles` (config, tokenizer) the flags name."""
-  return check_row_flags(f, _check_score_flags)
-
-
-def _check_score_flags(f):
+def check_score_flags(f):
+  """This script's own checks (`check_row_flags` runs the shared ones)."""
   if f.context_column and not f.input_file:
     raise UsageError("--context_column: needs --input_file (a .tsv or "
                      ".jsonl)")
@@ -72,7 +67,7 @@ def _inputs(f):
 
 
 def score_main(f) -> int:
-  tokenizer = check_flags(f).tokenizer
+  tokenizer = check_row_flags(f, check_score_flags).tokenizer
   texts, contexts, where = _inputs(f)
   # Tokenize and check every row before the model is loaded.
   text_ids = [tokenizer.encode_ids(t) for t in texts]
