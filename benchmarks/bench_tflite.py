@@ -4,13 +4,13 @@ latency of a features export, three variants in one run.
 An XLNet classifier of `--size` (default XLNet-Base: 12 layers, d_model
 768, 12 heads of 64, d_inner 3072, n_token 32000) with random weights
 (dropout off, 2 classes) is exported with
-`classification_serving.export_classifier` (the features `serving_default`
+`tasks/classification/serving.export_classifier` (the features `serving_default`
 only, record length `--seq_len`), then converted by
-`xlnet_tf.tflite.convert_features_export` to float32 and int8 (dynamic
+`xlnet_tf.export.tflite.convert_features_export` to float32 and int8 (dynamic
 range) flatbuffers, written beside it. Variants:
   saved_model     the export's serving_default (`tf.saved_model.load`),
                   `tf.config.threading` intra/inter-op threads = --threads
-  tflite_float32  `xlnet_tf.tflite.TFLiteModel(num_threads=--threads)`
+  tflite_float32  `xlnet_tf.export.tflite.TFLiteModel(num_threads=--threads)`
   tflite_int8     the same on the int8 flatbuffer
 Every call takes numpy features of batch 1 (one SST-2-like sentence: 24
 tokens, LEFT padded to --seq_len) and returns numpy outputs, so each side

@@ -52,7 +52,7 @@ FORBIDDEN = [
 # Deprecated alias modules, kept for code outside the project
 # (tests/test_export_aliases.py); the project itself imports the new paths.
 DEPRECATED_ALIASES = ("xlnet_tf.export_dir", "xlnet_tf.tflite",
-                      "xlnet_tf.saved_model_cli")
+                      "xlnet_tf.saved_model_cli", "xlnet_tf.ner_metrics")
 # What a task package holds (`xlnet_tf/tasks/<task>/`), and which of its
 # modules sit above the fine-tuning driver.
 TASK_MODULES = ("model", "serving", "workflow", "spec")

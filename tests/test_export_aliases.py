@@ -12,7 +12,10 @@ import pytest
 
 MOVED = [("xlnet_tf.export_dir", "xlnet_tf.export.directory"),
          ("xlnet_tf.tflite", "xlnet_tf.export.tflite"),
-         ("xlnet_tf.saved_model_cli", "xlnet_tf.export.saved_model_cli")]
+         ("xlnet_tf.saved_model_cli", "xlnet_tf.export.saved_model_cli"),
+         # Not an export module, but moved the same way (issue 29).
+         ("xlnet_tf.ner_metrics",
+          "xlnet_tf.tasks.token_classification.metrics")]
 
 
 def _public(module):

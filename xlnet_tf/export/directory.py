@@ -40,7 +40,7 @@ MARKER_FORMAT = 1
 _EXPORT_KIND = re.compile(r"^[a-z][a-z_]*$")
 
 # What `tf.saved_model.save` writes at the top of an export, the TFLite
-# files of a TFLite export (`export_layout`), plus the marker;
+# files of a TFLite export (`layout.py`), plus the marker;
 # `<name>.tmp<hex>` is TF's own temp file (a killed save may leave one).
 _EXPORT_ENTRY = re.compile(
     r"^(saved_model\.pb(txt)?|fingerprint\.pb|variables|assets|assets\.extra|"

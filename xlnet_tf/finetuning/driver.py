@@ -1,9 +1,9 @@
 """The fine-tuning driver every task shares: preflight, training with the
 shared loop, evaluation of the last (or every) checkpoint, predictions,
-versioned exports (`export_layout`). A task's workflow
-(`workflows/<task>.py`) supplies its options, its `TrainTask`, its
-features, metrics, prediction files and export; the model, loss and
-signature live in `xlnet_tf/tasks/<task>.py`.
+versioned exports (`export/layout.py`). A task's workflow
+(`tasks/<task>/workflow.py`) supplies its options, its `TrainTask`, its
+features, metrics, prediction files and export; the model and loss live in
+`tasks/<task>/model.py`, the signatures in `tasks/<task>/serving.py`.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ class FinetuneOptions:
 
 def default_export_dir(opts) -> str:
   """The root of a fine-tuning run's (`FinetuneOptions`) versioned exports
-  (`export_layout`)."""
+  (`export/layout.py`)."""
   return opts.export_dir or os.path.join(opts.train.model_dir, "saved_model")
 
 
@@ -109,7 +109,7 @@ def check_finetune_training(opts, vocab_size: int) -> None:
 class FinetuneWorkflow:
   """The steps (`run`: preflight, train, export, evaluate, predict) around
   a task's hooks. A task's workflow sets `task` (an `XLNetTask`) and
-  implements the hooks below; `RecordsWorkflow` (workflows/records.py)
+  implements the hooks below; `RecordsWorkflow` (finetuning/records.py)
   implements the data hooks for tasks on the classifier's feature records."""
 
   task: TrainTask

@@ -7,7 +7,7 @@ float (1 = padding); labels `[B]` (int class or float score). With
 `segment_length=S` the models read `L = n * S` as n segments with memory
 (`PooledTaskModel`).
 
-Serving (SavedModel signatures): `tasks/classification_serving.py`.
+Serving (SavedModel signatures): `tasks/classification/serving.py`.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ float (1 = padding); for training `label_ids` `[B, L]` int32, where a
 negative id (`data_utils.ner.alignment.IGNORE_LABEL`, -1) marks a position
 the loss ignores (padding, special tokens, a word's non-first pieces). How
 words and tags become those features: `data_utils/ner/`. The SavedModel
-export (raw text in, tags and entities out): `token_serving`.
+export (raw text in, tags and entities out): `serving.py`.
 """
 
 from __future__ import annotations
