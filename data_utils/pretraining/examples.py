@@ -111,9 +111,32 @@ def start_piece_table(pieces: List[str]) -> np.ndarray:
                    or p in _PUNCTUATION for p in pieces], dtype=bool)
 
 
+class StreamRows:
+  """A `[rows, row_len]` view of a 1-D stream, without a copy (the stream
+  may be a memory map of a file larger than memory): row r is slice
+  `slices[r]` of `row_len` tokens, reversed when `reversed_rows[r]`.
+  `rows[r]` and `rows[r, a:b]` index it like the 2-D array."""
+
+  def __init__(self, stream: np.ndarray, row_len: int, slices, reversed_rows):
+    self._stream = stream
+    self._rows = [(int(k), bool(rev)) for k, rev in zip(slices, reversed_rows)]
+    self.shape = (len(self._rows), row_len)
+
+  def __len__(self) -> int:
+    return self.shape[0]
+
+  def __getitem__(self, key):
+    if isinstance(key, tuple):
+      r, cols = key
+      return self[r][cols]
+    k, rev = self._rows[key]
+    row = self._stream[k * self.shape[1]:(k + 1) * self.shape[1]]
+    return row[::-1] if rev else row
+
+
 def stream_layout(data: np.ndarray, sent_ids: np.ndarray,
-                  cfg: PretrainDataConfig) -> Tuple[np.ndarray, np.ndarray]:
-  """Cuts the token stream into `bsz_per_host` rows (streams).
+                  cfg: PretrainDataConfig) -> Tuple[StreamRows, StreamRows]:
+  """Cuts the token stream into `bsz_per_host` rows (streams), as views.
 
   Without bi_data: row s is the s-th contiguous slice. With bi_data the
   stream is cut into `bsz_per_host / 2` slices; each core's rows are its
@@ -123,24 +146,23 @@ def stream_layout(data: np.ndarray, sent_ids: np.ndarray,
     >>> cfg = PretrainDataConfig(bsz_per_host=4, num_core_per_host=1,
     ...                          bi_data=True)
     >>> rows, _ = stream_layout(np.arange(8), np.zeros(8, bool), cfg)
-    >>> rows.tolist()
-    [[0, 1, 2, 3], [4, 5, 6, 7], [3, 2, 1, 0], [7, 6, 5, 4]]
+    >>> [rows[r].tolist() for r in range(4)], rows[2, 1:3].tolist()
+    ([[0, 1, 2, 3], [4, 5, 6, 7], [3, 2, 1, 0], [7, 6, 5, 4]], [2, 1])
   """
-  def batchify(x, n_rows):
-    steps = len(x) // n_rows
-    return x[:n_rows * steps].reshape(n_rows, steps)
-
   if not cfg.bi_data:
-    return (batchify(data, cfg.bsz_per_host),
-            batchify(sent_ids, cfg.bsz_per_host))
-  cores = cfg.num_core_per_host
-  half = cfg.bsz_per_host // cores // 2
-  out = []
-  for x in (data, sent_ids):
-    fwd = batchify(x, cfg.bsz_per_host // 2).reshape(cores, 1, half, -1)
-    both = np.concatenate([fwd, fwd[:, :, :, ::-1]], axis=1)
-    out.append(both.reshape(cfg.bsz_per_host, -1))
-  return out[0], out[1]
+    n = cfg.bsz_per_host
+    slices, rev = range(n), [False] * n
+  else:
+    cores = cfg.num_core_per_host
+    half = cfg.bsz_per_host // cores // 2
+    n = cfg.bsz_per_host // 2
+    # row (core c, direction d, h) reads slice c * half + h
+    slices = [c * half + h for c in range(cores) for _ in (0, 1)
+              for h in range(half)]
+    rev = [d == 1 for _ in range(cores) for d in (0, 1) for _ in range(half)]
+  row_len = len(data) // n
+  return (StreamRows(data, row_len, slices, rev),
+          StreamRows(sent_ids, row_len, slices, rev))
 
 
 def split_a_and_b(data: np.ndarray, sent_ids: np.ndarray, begin: int,

@@ -1,0 +1,368 @@
+"""The record builder's units of work, shared by the CLI and Beam.
+
+A build (`BuildJob`) is a list of tasks (`task_split`), each built in passes.
+Its units, each a function of the job alone, so any runner may run them in
+any order, on any machine, any number of times, with the same bytes:
+
+  range_ids(job, r)          tokenize one input range into the ids cache
+                             (skipped when its ids file exists)
+  build_task_pass(job, t, p, ids)
+                             one (task, pass) TFRecord file and its
+                             record-info (kept when already built from the
+                             same bytes with the same settings)
+  write_corpus_info(job)     `corpus_info.json`: the settings and the split
+
+The plain CLI runs them for one task (`build_task`); the Beam pipeline
+(`beam_pipeline.py`) for every task and pass. Files appear atomically (temp
+name, then rename). Pass streams are memory-mapped files, so a worker's
+memory does not grow with its task's size.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+from absl import logging
+
+from data_utils.atomic import temp_dir, write_json
+from data_utils.errors import UsageError, check_positive, check_writable_dir
+from data_utils.fingerprint import file_sha256
+from data_utils.pretraining import examples, ids_cache, task_split
+from data_utils.pretraining.examples import DataError, PretrainDataConfig
+from data_utils.pretraining.task_split import InputRange
+from data_utils.progress import Progress
+from data_utils.records import (example_bytes, float_feature, int_feature,
+                                prepare_cache_dir, read_info, record_problem,
+                                write_records)
+from data_utils.tokenization import SentencePieceTokenizer
+
+RECORD_FORMAT = "xlnet-tf/pretrain/v2"
+# Steps between drops of the pass stream's touched pages (MappedStream).
+_RELEASE_EVERY = 64
+
+Count = Callable[[str, int], None]
+
+
+def _no_count(name: str, n: int) -> None:
+  del name, n
+
+
+def format_name(prefix: str, cfg: PretrainDataConfig, suffix: str) -> str:
+  """File name carrying the settings, like the original's `format_filename`
+  (plus the permutation size and the n-gram counting mode).
+
+  Example:
+    >>> format_name("train-0-0", PretrainDataConfig(), "tfrecords")
+    'train-0-0.bsz-32.seqlen-512.reuse-256.bi.alpha-6.beta-1.fnp-85.perm-256.tfrecords'
+  """
+  parts = [prefix, f"bsz-{cfg.bsz_per_host}", f"seqlen-{cfg.seq_len}",
+           f"reuse-{cfg.reuse_len}"]
+  if cfg.uncased:
+    parts.append("uncased")
+  parts += ["bi" if cfg.bi_data else "uni", f"alpha-{cfg.mask_alpha}",
+            f"beta-{cfg.mask_beta}", f"fnp-{cfg.num_predict}",
+            f"perm-{cfg.perm_size}"]
+  if cfg.original_ngram_count:
+    parts.append("piececount")
+  return ".".join(parts + [suffix])
+
+
+def record_info_path(tfrecord_dir: str, split: str, task: int, pass_id: int,
+                     cfg: PretrainDataConfig) -> str:
+  return os.path.join(tfrecord_dir, format_name(
+      f"record_info-{split}-{task}-{pass_id}", cfg, "json"))
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildJob:
+  """Everything a unit of work needs (plain values: it is pickled to Beam
+  workers). `tasks[t]` lists task t's input ranges."""
+  cfg: PretrainDataConfig
+  tasks: Tuple[Tuple[InputRange, ...], ...]
+  split_by: dict
+  save_dir: str
+  sp_path: str
+  sp_sha256: str
+  vocab_size: int
+  from_raw_text: bool
+  split: str
+  seed: int
+  pass_ids: Tuple[int, ...]
+  max_batches: int
+
+  @property
+  def tfrecord_dir(self) -> str:
+    return os.path.join(self.save_dir, "tfrecords")
+
+  @property
+  def cache_dir(self) -> str:
+    return os.path.join(self.save_dir, "ids_cache")
+
+  @property
+  def num_task(self) -> int:
+    return len(self.tasks)
+
+  def unique_ranges(self) -> List[InputRange]:
+    return sorted({r for task in self.tasks for r in task},
+                  key=InputRange.to_list)
+
+
+def prepare_job(input_paths: Sequence[str], cfg: PretrainDataConfig,
+                save_dir: str, sp_path: Optional[str],
+                from_raw_text: bool = True, split: str = "train",
+                num_task: int = 1, task_size_mb: Optional[float] = None,
+                pass_ids: Sequence[int] = (0,), seed: int = 0,
+                max_batches: int = 0) -> BuildJob:
+  """Checks every setting and splits the input into tasks (one-line
+  errors, before any long work or any write but the output folder)."""
+  cfg.validate()
+  check_writable_dir(save_dir, "save_dir")
+  check_positive(max_batches, "max_batches", minimum=0)
+  if not pass_ids or min(pass_ids) < 0:
+    raise UsageError(f"passes {list(pass_ids)}: need at least one pass, "
+                     "each id at least 0 (--num_passes >= 1, --pass_id >= 0)")
+  if num_task < 1:
+    raise DataError(f"num_task ({num_task}) must be at least 1")
+  if not input_paths:
+    raise DataError("no input file matches the input glob")
+  if not sp_path:
+    raise DataError("--sp_path is required (span sampling needs the pieces)")
+  vocab = SentencePieceTokenizer(sp_path, lower=cfg.uncased)
+  tasks = task_split.plan_tasks(input_paths, num_task, task_size_mb)
+  if task_size_mb is None:
+    for t, ranges in enumerate(tasks):
+      if not ranges:
+        raise DataError(f"task {t} of {num_task} has no input file "
+                        f"({len(input_paths)} files in all)")
+  if not tasks:
+    raise DataError(f"input is empty: {len(input_paths)} file(s) hold no "
+                    f"text ({', '.join(sorted(input_paths)[:3])})")
+  return BuildJob(
+      cfg=cfg, tasks=tuple(tuple(t) for t in tasks),
+      split_by=task_split.split_record(len(tasks), task_size_mb),
+      save_dir=os.path.abspath(save_dir), sp_path=os.path.abspath(sp_path),
+      sp_sha256=file_sha256(sp_path), vocab_size=vocab.vocab_size,
+      from_raw_text=from_raw_text, split=split, seed=seed,
+      pass_ids=tuple(pass_ids), max_batches=max_batches)
+
+
+_TOKENIZERS: Dict[Tuple[str, bool], SentencePieceTokenizer] = {}
+
+
+def _tokenizer(job: BuildJob) -> SentencePieceTokenizer:
+  """One tokenizer per process and model (a worker runs many units)."""
+  key = (job.sp_path, job.cfg.uncased)
+  if key not in _TOKENIZERS:
+    _TOKENIZERS[key] = SentencePieceTokenizer(job.sp_path,
+                                              lower=job.cfg.uncased)
+  return _TOKENIZERS[key]
+
+
+def _start_table(job: BuildJob) -> np.ndarray:
+  vocab = _tokenizer(job)
+  return examples.start_piece_table(
+      [vocab.id_to_piece(i) for i in range(vocab.vocab_size)])
+
+
+def range_ids(job: BuildJob, r: InputRange, count: Count = _no_count
+              ) -> Tuple[str, str]:
+  """`(content sha256, ids file)` of one input range, tokenizing it into
+  the ids cache unless that file is already there."""
+  sha = ids_cache.range_sha256(r)
+  settings = {"uncased": job.cfg.uncased, "use_eod": job.cfg.use_eod,
+              "from_raw_text": job.from_raw_text}
+  path = os.path.join(job.cache_dir, ids_cache.cache_key(
+      sha, job.sp_sha256, settings) + ".ids")
+  if os.path.exists(path):
+    logging.info("%s [%d, %d): ids cached in %s", r.path, r.begin, r.end,
+                 path)
+    return sha, path
+  encode = _tokenizer(job).encode_ids if job.from_raw_text else None
+  os.makedirs(job.cache_dir, exist_ok=True)
+  ids_cache.tokenize_range(r, encode, job.cfg.use_eod, path, count)
+  return sha, path
+
+
+def task_info(job: BuildJob, task: int, shas: Sequence[str]) -> dict:
+  """What a task's record-infos say besides the pass: the inputs (paths,
+  byte ranges and content), the model and the split."""
+  ranges = job.tasks[task]
+  return {"sp_path": job.sp_path, "vocab_size": job.vocab_size,
+          "from_raw_text": job.from_raw_text, "num_task": job.num_task,
+          "task_split": job.split_by,
+          "input_files": [r.path for r in ranges],
+          "input_ranges": [r.to_list() for r in ranges],
+          "max_batches": job.max_batches,
+          # content, so an edited corpus or model is built again
+          "input_sha256": list(shas), "sp_sha256": job.sp_sha256}
+
+
+def _record(example: dict) -> bytes:
+  return example_bytes({
+      key: float_feature(value.tolist()) if value.dtype.kind == "f"
+      else int_feature(value.tolist()) for key, value in example.items()})
+
+
+def build_pass(data: np.ndarray, sent_ids: np.ndarray,
+               cfg: PretrainDataConfig, is_start: np.ndarray,
+               tfrecord_dir: str, split: str, task: int, pass_id: int,
+               seed: int, info_extra: dict, max_batches: int = 0,
+               release: Callable[[], None] = lambda: None,
+               count: Count = _no_count) -> dict:
+  """Writes one pass's TFRecord file and record-info; returns the info.
+  `data`/`sent_ids` `[N]` may be memory maps (`release()` is called every
+  few steps to drop their touched pages). `max_batches` > 0 stops after
+  that many host steps (quick experiments)."""
+  rng = np.random.default_rng([seed, task, pass_id])
+  name = format_name(f"{split}-{task}-{pass_id}", cfg, "tfrecords")
+  path = os.path.join(tfrecord_dir, name)
+  total = examples.max_host_steps(len(data), cfg)
+  if max_batches:
+    total = min(total, max_batches)
+  progress = Progress(f"task {task} pass {pass_id} batches", total=total,
+                      unit="batches")
+  info_path = record_info_path(tfrecord_dir, split, task, pass_id, cfg)
+  num_batch = 0
+
+  def records():
+    nonlocal num_batch
+    for step in examples.host_steps(data, sent_ids, cfg, is_start, rng):
+      for example in step:
+        yield _record(example)
+      num_batch += 1
+      progress.update()
+      count("examples", len(step))
+      if num_batch % _RELEASE_EVERY == 0:
+        release()
+      if num_batch == max_batches:
+        break
+    if num_batch == 0:   # raised inside the write: nothing is renamed
+      raise DataError(
+          f"no example could be built: {len(data)} tokens make streams "
+          f"shorter than seq_len + reuse_len for {cfg.bsz_per_host} streams "
+          "(use more text, a smaller bsz_per_host or a shorter seq_len)")
+
+  write_records(path, records(), stale_info=info_path)
+  progress.finish()
+  info = dict(info_extra, format=RECORD_FORMAT, filenames=[name],
+              num_batch=num_batch, num_example=num_batch * cfg.bsz_per_host,
+              split=split, task=task, pass_id=pass_id, seed=seed,
+              config=cfg.to_dict())
+  write_json(info_path, info)
+  count("files", 1)
+  return info
+
+
+# Where the files are does not matter, only what they hold.
+_PATH_KEYS = ("sp_path", "input_files", "input_ranges")
+
+
+def already_built(info_path: str, info_extra: dict, seed: int,
+                  cfg: PretrainDataConfig) -> Optional[dict]:
+  """The record-info at `info_path` when its pass was built from the same
+  bytes with the same settings and its records all read back; else None
+  (it is built again)."""
+  old = read_info(info_path)
+  if old is None:
+    return None
+  same = all(old.get(k) == v for k, v in info_extra.items()
+             if k not in _PATH_KEYS)
+  if not (same and old.get("seed") == seed
+          and old.get("config") == cfg.to_dict()
+          and old.get("format") == RECORD_FORMAT):
+    logging.info("%s: inputs or settings changed; building it again",
+                 info_path)
+    return None
+  names = old.get("filenames")
+  if not isinstance(names, list) or len(names) != 1:
+    return None
+  path = os.path.join(os.path.dirname(info_path), str(names[0]))
+  if not os.path.exists(path):
+    return None
+  count = old.get("num_example")
+  problem = record_problem(path, count) if isinstance(count, int) else \
+      "its record-info has no num_example"
+  if problem:
+    logging.warning("%s: %s; building it again", path, problem)
+    return None
+  logging.info("%s: already built from these inputs with these settings, "
+               "kept", info_path)
+  return old
+
+
+def build_task_pass(job: BuildJob, task: int, pass_id: int,
+                    inputs: Sequence[Tuple[str, str]],
+                    count: Count = _no_count) -> Tuple[dict, bool]:
+  """One (task, pass): `(record-info, built)` where `built` is False when
+  an earlier run's file was kept. `inputs` are the task's `range_ids`, in
+  the task's order. The pass joins the ranges in an order drawn from
+  `[seed, task, pass_id, 1]`, through a memory-mapped stream file."""
+  extra = task_info(job, task, [sha for sha, _ in inputs])
+  info_path = record_info_path(job.tfrecord_dir, job.split, task, pass_id,
+                               job.cfg)
+  old = already_built(info_path, extra, job.seed, job.cfg)
+  if old is not None:
+    return old, False
+  prepare_cache_dir(job.tfrecord_dir)
+  if sum(ids_cache.num_pieces(p) for _, p in inputs) == 0:
+    raise DataError(f"input is empty: task {task}'s "
+                    f"{len(inputs)} input range(s) hold no text "
+                    f"({', '.join(r.path for r in job.tasks[task][:3])})")
+  order = np.random.default_rng([job.seed, task, pass_id, 1]).permutation(
+      len(inputs))
+  with temp_dir(job.cache_dir) as work:
+    ids_path, sent_path, _ = ids_cache.write_pass_stream(
+        [p for _, p in inputs], order, work)
+    with ids_cache.MappedStream(ids_path, sent_path) as stream:
+      info = build_pass(stream.ids, stream.sent_ids, job.cfg,
+                        _start_table(job), job.tfrecord_dir, job.split, task,
+                        pass_id, job.seed, extra, job.max_batches,
+                        release=stream.release, count=count)
+  return info, True
+
+
+def corpus_info(job: BuildJob) -> dict:
+  """The build as a whole: settings, model, split and every task's
+  ranges (the same whoever writes it)."""
+  return {"format": RECORD_FORMAT, "config": job.cfg.to_dict(),
+          "split": job.split, "seed": job.seed, "sp_sha256": job.sp_sha256,
+          "vocab_size": job.vocab_size, "from_raw_text": job.from_raw_text,
+          "num_task": job.num_task, "task_split": job.split_by,
+          "pass_ids": list(job.pass_ids), "max_batches": job.max_batches,
+          "tasks": [[r.to_list() for r in ranges] for ranges in job.tasks]}
+
+
+def write_corpus_info(job: BuildJob) -> str:
+  path = os.path.join(job.save_dir, "corpus_info.json")
+  write_json(path, corpus_info(job))
+  return path
+
+
+def build_task(job: BuildJob, task: int) -> List[dict]:
+  """The plain CLI's unit: one task's passes, in one process; returns the
+  record-infos of the passes it built (task 0 also writes
+  `corpus_info.json`)."""
+  if not 0 <= task < job.num_task:
+    raise DataError(f"task ({task}) must be in [0, num_task="
+                    f"{job.num_task})")
+  prepare_cache_dir(job.tfrecord_dir)
+  os.makedirs(job.cache_dir, exist_ok=True)
+  progress = Progress("input lines", unit="lines")
+
+  def count(name: str, n: int) -> None:
+    if name == "lines":
+      progress.update(n)
+
+  inputs = [range_ids(job, r, count) for r in job.tasks[task]]
+  progress.finish()
+  infos = []
+  for pass_id in job.pass_ids:
+    info, built = build_task_pass(job, task, pass_id, inputs)
+    if built:
+      infos.append(info)
+  if task == 0:
+    write_corpus_info(job)
+  return infos

@@ -1,0 +1,259 @@
+"""Token ids on disk: each input range tokenized once, each pass mapped.
+
+  ids cache    `<cache_dir>/<key>.ids`: one uint32 per piece, the id in the
+               low 31 bits and the sentence parity (`sent_ids`, alternating
+               per line as the original) in the top bit. `key` hashes the
+               range's bytes, the SentencePiece model's bytes and the
+               settings that change the ids, so an edited input or model
+               gets a new file and a re-run or another pass reuses it.
+  pass stream  a task's ranges joined in one pass's order, as two files
+               (`int32` ids, `bool` sent_ids) that the pass reads through
+               memory maps (`MappedStream`): the builder's memory does not
+               grow with the corpus.
+
+Both are written to a temp name and renamed, so a killed or duplicated
+writer leaves one whole file or none.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import mmap
+import os
+from typing import Callable, Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from data_utils.atomic import atomic_path
+from data_utils.errors import utf8_error
+from data_utils.pretraining.examples import DataError
+from data_utils.pretraining.task_split import InputRange
+from data_utils.tokenization import EOD_ID
+
+CACHE_FORMAT = "xlnet-tf/ids/v1"
+_SENT_BIT = np.uint32(1 << 31)
+# Pieces per write: bounds the memory a shard's tokenization holds.
+_FLUSH_PIECES = 1 << 20
+
+
+class _RangeRaw(io.RawIOBase):
+  """The bytes `[begin, end)` of an open binary file, as a raw stream."""
+
+  def __init__(self, f, begin: int, end: int):
+    super().__init__()
+    self._f = f
+    self._left = end - begin
+    f.seek(begin)
+
+  def readable(self) -> bool:
+    return True
+
+  def readinto(self, buffer) -> int:
+    if self._left <= 0:
+      return 0
+    view = memoryview(buffer)[:min(len(buffer), self._left)]
+    n = self._f.readinto(view)
+    self._left -= n
+    return n
+
+
+def range_sha256(r: InputRange) -> str:
+  digest = hashlib.sha256()
+  with open(r.path, "rb") as f:
+    f.seek(r.begin)
+    left = r.size
+    while left > 0:
+      block = f.read(min(left, 1 << 22))
+      if not block:
+        raise DataError(f"{r.path}: shorter than the task split expects "
+                        f"({r.end} bytes); did it change during the build?")
+      digest.update(block)
+      left -= len(block)
+  return digest.hexdigest()
+
+
+def cache_key(content_sha256: str, sp_sha256: str, settings: dict) -> str:
+  """The ids file's name: a hash of the range's bytes, the model's bytes and
+  `settings` (uncased, use_eod, from_raw_text)."""
+  text = json.dumps({"format": CACHE_FORMAT, "input": content_sha256,
+                     "sp": sp_sha256, "settings": settings}, sort_keys=True)
+  return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _line_number(path: str, offset: int) -> int:
+  """Lines before byte `offset` of `path` (for messages only)."""
+  count = 0
+  with open(path, "rb") as f:
+    left = offset
+    while left > 0:
+      block = f.read(min(left, 1 << 22))
+      if not block:
+        break
+      count += block.count(b"\n")
+      left -= len(block)
+  return count
+
+
+def range_lines(r: InputRange) -> Iterator[Tuple[int, str]]:
+  """`(line number in the file, line)` of a range, decoded as the readers
+  open text (UTF-8, universal newlines); a bad byte is a one-line DataError
+  naming the file and its line."""
+  first = None
+  with open(r.path, "rb") as f:
+    text = io.TextIOWrapper(io.BufferedReader(_RangeRaw(f, r.begin, r.end)),
+                            encoding="utf-8", newline=None)
+    i = 0
+    try:
+      for line in text:
+        if first is None:
+          first = _line_number(r.path, r.begin) if r.begin else 0
+        i += 1
+        yield first + i, line
+    except UnicodeDecodeError:
+      # The text layer decodes blocks ahead of the lines handed out:
+      # utf8_error finds the bad line in the bytes.
+      raise DataError(utf8_error(r.path)) from None
+
+
+def tokenize_range(r: InputRange, encode: Optional[Callable[[str], List[int]]],
+                   use_eod: bool, out_path: str,
+                   count: Callable[[str, int], None] = lambda k, n: None
+                   ) -> int:
+  """Writes the ids file of one range (see the module docstring) and
+  returns its number of pieces. `encode(line) -> ids` tokenizes text; None
+  reads lines of space-separated ids. Sentence parity alternates per line
+  and an empty line ends a document (`<eod>` with `use_eod`), as
+  `examples.lines_to_ids`. `count(name, n)` receives the `lines` and
+  `pieces` counters."""
+  pending: List[int] = []
+  parity: List[bool] = []
+  total = 0
+  sent_id = True
+  with atomic_path(out_path) as tmp, open(tmp, "wb") as out:
+
+    def flush():
+      packed = np.array(pending, np.uint32)
+      packed[np.array(parity, bool)] |= _SENT_BIT
+      out.write(packed.tobytes())
+      pending.clear()
+      parity.clear()
+
+    lines = 0
+    for line_no, line in range_lines(r):
+      lines += 1
+      if lines % 10000 == 0:
+        count("lines", 10000)
+      stripped = line.strip()
+      if not stripped:
+        if not use_eod:
+          continue
+        sent_id = not sent_id
+        cur = [EOD_ID]
+      elif encode is not None:
+        cur = encode(stripped)
+      else:
+        try:
+          cur = [int(tok) for tok in stripped.split()]
+        except ValueError:
+          raise DataError(f"{r.path}:{line_no}: not a line of token ids "
+                          f"(run with --from_raw_text for text): "
+                          f"{stripped[:60]!r}") from None
+        bad = [i for i in cur if not 0 <= i < 1 << 31]
+        if bad:
+          raise DataError(f"{r.path}:{line_no}: token id {bad[0]} is out "
+                          "of range")
+      pending.extend(cur)
+      parity.extend([sent_id] * len(cur))
+      sent_id = not sent_id
+      if len(pending) >= _FLUSH_PIECES:
+        total += len(pending)
+        flush()
+    total += len(pending)
+    flush()
+    count("lines", lines % 10000)
+    count("pieces", total)
+  return total
+
+
+def num_pieces(ids_path: str) -> int:
+  return os.path.getsize(ids_path) // 4
+
+
+def read_ids(ids_path: str) -> Tuple[np.ndarray, np.ndarray]:
+  """`(ids int64, sent_ids bool)` of one ids file, in memory (tests and
+  small inputs)."""
+  packed = np.fromfile(ids_path, dtype=np.uint32)
+  return ((packed & ~_SENT_BIT).astype(np.int64),
+          (packed & _SENT_BIT) != 0)
+
+
+def write_pass_stream(ids_paths: Sequence[str], order: Sequence[int],
+                      directory: str) -> Tuple[str, str, int]:
+  """Joins the ids files in `order` into `<directory>/stream.ids` (int32)
+  and `stream.sent` (bool), a block at a time; a file's sentence parity is
+  flipped when it starts with the parity the previous file ended with, so
+  two files never merge into one sentence (`examples.concat_documents`).
+  Returns both paths and the number of pieces."""
+  ids_out = os.path.join(directory, "stream.ids")
+  sent_out = os.path.join(directory, "stream.sent")
+  prev: Optional[bool] = None
+  total = 0
+  with open(ids_out, "wb") as ids_f, open(sent_out, "wb") as sent_f:
+    for k in order:
+      flip = None
+      with open(ids_paths[k], "rb") as f:
+        while True:
+          packed = np.fromfile(f, dtype=np.uint32, count=_FLUSH_PIECES)
+          if not len(packed):
+            break
+          sent = (packed & _SENT_BIT) != 0
+          if flip is None:
+            flip = prev is not None and bool(sent[0]) == prev
+          if flip:
+            sent = ~sent
+          ids_f.write((packed & ~_SENT_BIT).astype(np.int32).tobytes())
+          sent_f.write(sent.tobytes())
+          total += len(packed)
+          prev = bool(sent[-1])
+  return ids_out, sent_out, total
+
+
+class MappedStream:
+  """A pass stream's `ids` `[N] int32` and `sent_ids` `[N] bool`, read-only
+  memory maps. `release()` drops the pages the process has touched (they
+  stay in the page cache): called between steps it keeps the resident set
+  flat however long the stream is. Use as a context manager."""
+
+  def __init__(self, ids_path: str, sent_path: str):
+    self._files = [open(ids_path, "rb"), open(sent_path, "rb")]
+    self._maps = [mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+                  if os.fstat(f.fileno()).st_size else None
+                  for f in self._files]
+    self.ids = (np.frombuffer(self._maps[0], np.int32) if self._maps[0]
+                else np.zeros(0, np.int32))
+    self.sent_ids = (np.frombuffer(self._maps[1], bool) if self._maps[1]
+                     else np.zeros(0, bool))
+
+  def release(self) -> None:
+    for m in self._maps:
+      if m is not None and hasattr(mmap, "MADV_DONTNEED"):
+        m.madvise(mmap.MADV_DONTNEED)
+
+  def close(self) -> None:
+    self.ids = self.sent_ids = None
+    for m in self._maps:
+      if m is not None:
+        try:
+          m.close()
+        except BufferError:  # a view is still alive: the GC unmaps it
+          pass
+    for f in self._files:
+      f.close()
+
+  def __enter__(self) -> "MappedStream":
+    return self
+
+  def __exit__(self, *exc) -> None:
+    self.close()

@@ -1,0 +1,136 @@
+"""Which input bytes each task of the record builder reads.
+
+A task is a list of byte ranges of input files (`InputRange`); its passes
+are built from those ranges alone, so any task can be built on its own, by
+the plain CLI (`--task=i`) or as one unit of a Beam pipeline, with the same
+bytes. Two ways to split, both deterministic functions of the sorted input
+paths (and their sizes and blank lines):
+
+  by files  (`--num_task=N`)      task i takes whole files i, i + N, ...
+                                  (the original's split)
+  by size   (`--task_size_mb=M`)  the files in order, cut into tasks of about
+                                  M MiB: a big file is cut at document
+                                  boundaries (just after a blank line) and
+                                  small files are grouped; a document is
+                                  never cut, and a file's end always ends a
+                                  document
+
+The split is recorded in every record-info (`split_record`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import List, Optional, Sequence
+
+from data_utils.errors import UsageError
+
+MIB = 1 << 20
+
+
+@dataclasses.dataclass(frozen=True)
+class InputRange:
+  """Bytes `[begin, end)` of the file at `path` (absolute)."""
+  path: str
+  begin: int
+  end: int
+
+  @property
+  def size(self) -> int:
+    return self.end - self.begin
+
+  def to_list(self) -> list:
+    return [self.path, self.begin, self.end]
+
+
+def _is_blank(line: bytes) -> bool:
+  # The readers' rule is `not line.strip()` on the decoded text: ASCII
+  # whitespace here, and a short line is decoded for Unicode spaces.
+  if not line.strip():
+    return True
+  return len(line) <= 16 and not line.decode("utf-8", "ignore").strip()
+
+
+def next_document_end(path: str, at: int) -> Optional[int]:
+  """The offset just after the first blank line that starts at or after
+  the first line start `>= at`; None when the file has no such line.
+
+  Example:
+    >>> import tempfile
+    >>> path = tempfile.mkstemp()[1]
+    >>> _ = open(path, "wb").write(b"a\\nb\\n\\nc\\n \\nd\\n")
+    >>> [next_document_end(path, at) for at in (0, 3, 5, 10)]
+    [5, 5, 9, None]
+  """
+  with open(path, "rb") as f:
+    if at > 0:
+      f.seek(at - 1)
+      if f.read(1) != b"\n":
+        f.readline()  # the rest of the line that holds `at`
+    offset = f.tell()
+    for line in f:
+      offset += len(line)
+      if _is_blank(line):
+        return offset
+  return None
+
+
+def split_by_files(paths: Sequence[str], num_task: int
+                   ) -> List[List[InputRange]]:
+  """Task i takes the whole files `sorted(paths)[i::num_task]`."""
+  ordered = sorted(os.path.abspath(p) for p in paths)
+  return [[InputRange(p, 0, os.path.getsize(p)) for p in ordered[i::num_task]]
+          for i in range(num_task)]
+
+
+def split_by_size(paths: Sequence[str], task_size_mb: float
+                  ) -> List[List[InputRange]]:
+  """The files in sorted order, cut into tasks of at least `task_size_mb`
+  MiB (the last may be smaller) at document boundaries; empty files add
+  nothing. A task ends at the first document end at or after its size."""
+  target = max(1, int(task_size_mb * MIB))
+  tasks: List[List[InputRange]] = []
+  current: List[InputRange] = []
+  current_bytes = 0
+  for path in sorted(os.path.abspath(p) for p in paths):
+    size = os.path.getsize(path)
+    pos = 0
+    while pos < size:
+      want = target - current_bytes
+      cut = size if size - pos <= want else (
+          next_document_end(path, pos + want) or size)
+      current.append(InputRange(path, pos, cut))
+      current_bytes += cut - pos
+      pos = cut
+      if current_bytes >= target:
+        tasks.append(current)
+        current, current_bytes = [], 0
+  if current:
+    tasks.append(current)
+  return tasks
+
+
+def plan_tasks(paths: Sequence[str], num_task: int = 1,
+               task_size_mb: Optional[float] = None
+               ) -> List[List[InputRange]]:
+  """The tasks of a build: `split_by_size` when `task_size_mb` is given
+  (then `num_task` must be 1, its default, or the number of tasks it
+  makes), else `split_by_files`. Raises a one-line UsageError."""
+  if task_size_mb is None:
+    return split_by_files(paths, num_task)
+  if not task_size_mb > 0:
+    raise UsageError(f"--task_size_mb={task_size_mb}: must be positive")
+  tasks = split_by_size(paths, task_size_mb)
+  if num_task not in (1, len(tasks)):
+    raise UsageError(f"--num_task={num_task}: --task_size_mb={task_size_mb} "
+                     f"splits the input into {len(tasks)} tasks (leave "
+                     "--num_task out or set it to that)")
+  return tasks
+
+
+def split_record(num_task: int, task_size_mb: Optional[float]) -> dict:
+  """How the tasks were made, as record-infos store it."""
+  if task_size_mb is None:
+    return {"by": "files", "num_task": num_task}
+  return {"by": "size", "num_task": num_task, "task_size_mb": task_size_mb}
