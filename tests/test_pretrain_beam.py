@@ -2,7 +2,9 @@
 mapped passes, and Beam runs giving the plain CLI's bytes."""
 
 import hashlib
+import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -13,6 +15,7 @@ from data_utils.errors import UsageError
 from data_utils.pretraining import beam_pipeline, builder, ids_cache
 from data_utils.pretraining import examples as pd
 from data_utils.pretraining.create_pretrain_data import create_pretrain_data
+from data_utils.pretraining.reader import load_record_infos
 from data_utils.pretraining.task_split import MIB, split_by_size
 from data_utils.tokenization import EOD_ID, SentencePieceTokenizer
 from conftest import spiece_path
@@ -243,3 +246,30 @@ def test_bad_runner_options_are_one_line(runner, options, message):
   with pytest.raises(UsageError) as e:
     beam_pipeline.check_options(runner, options)
   assert str(e.value).startswith(message) and "\n" not in str(e.value)
+
+
+def test_reader_takes_every_task_of_one_build_only(plain_cli, tmp_path):
+  tfdir = tmp_path / "tfrecords"
+  shutil.copytree(os.path.join(plain_cli, "tfrecords"), tfdir)
+  expected = CFG.to_dict()
+  info = load_record_infos(str(tfdir), "train", expected)
+  assert len(info["filenames"]) == 3 * len(PASSES)
+  assert info["num_batch"] == 3 * len(PASSES) * MAX_BATCHES
+
+  other = tfdir / os.path.basename(builder.record_info_path(
+      str(tfdir), "train", 2, 1, CFG))
+  data = json.loads(other.read_text())
+  other.write_text(json.dumps(dict(data, seed=SEED + 1)))
+  first = os.path.basename(builder.record_info_path(str(tfdir), "train", 0,
+                                                    0, CFG))
+  with pytest.raises(pd.DataError) as e:
+    load_record_infos(str(tfdir), "train", expected)
+  assert str(e.value) == (f"{other}: built with seed={SEED + 1}, but {first} "
+                          f"with seed={SEED} (records of two builds in one "
+                          "place: keep one)")
+  other.unlink()
+  with pytest.raises(pd.DataError) as e:
+    load_record_infos(str(tfdir), "train", expected)
+  assert str(e.value) == (f"{tfdir}: pass 1 has no record-info for task(s) "
+                          "[2] of the build's 3 (finish the build: a re-run "
+                          "builds only what is missing)")

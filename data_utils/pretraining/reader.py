@@ -111,18 +111,44 @@ def read_record_info(path: str) -> dict:
   return info
 
 
+# What every record-info of one build shares (besides "config").
+_BUILD_KEYS = ("format", "seed", "sp_sha256", "vocab_size", "from_raw_text",
+               "num_task", "task_split")
+
+
+def _check_same_build(path: str, info: dict, first_path: str,
+                      first: dict) -> None:
+  """A one-line DataError naming `path` when its records were built with
+  other settings than those of `first_path` (two builds mixed in one
+  directory)."""
+  pairs = [(f"config.{k}", info.get("config", {}).get(k),
+            first.get("config", {}).get(k))
+           for k in sorted(set(info.get("config", {}))
+                           | set(first.get("config", {})))]
+  pairs += [(k, info.get(k), first.get(k)) for k in _BUILD_KEYS]
+  for key, value, want in pairs:
+    if value != want:
+      raise DataError(f"{path}: built with {key}={value!r}, but "
+                      f"{os.path.basename(first_path)} with {key}={want!r} "
+                      "(records of two builds in one place: keep one)")
+
+
 def load_record_infos(record_info_dir: str, split: str, expected: dict,
                       num_passes: Optional[int] = None) -> dict:
   """Merges the record-infos of `split` in a directory (or a comma list).
 
   Every info's settings must agree with `expected` (a dict of
-  `PretrainDataConfig` fields), else a one-line DataError naming the file,
-  the key and both values. Passes `>= num_passes` are left out. Returns
+  `PretrainDataConfig` fields) and with each other's (one build: the same
+  settings, model, seed and task split), and in one directory every pass
+  must have every task of the build; else a one-line DataError naming the
+  file, the key and both values. Passes `>= num_passes` are left out. Returns
   `{"filenames": [...], "num_batch": n, "num_records": {path: n}}` with full
   paths (`num_records` has the files whose info gives their count).
   """
   merged = {"filenames": [], "num_batch": 0, "num_records": {}}
   want = dict(expected)
+  first: Optional[tuple] = None
+  tasks: Dict[int, set] = {}
   for directory in record_info_dir.split(","):
     paths = sorted(glob.glob(os.path.join(directory,
                                           f"record_info-{split}-*.json")))
@@ -130,6 +156,11 @@ def load_record_infos(record_info_dir: str, split: str, expected: dict,
       info = read_record_info(path)
       if num_passes is not None and info.get("pass_id", 0) >= num_passes:
         continue
+      if first is None:
+        first = (path, info)
+      else:
+        _check_same_build(path, info, *first)
+      tasks.setdefault(info.get("pass_id", 0), set()).add(info.get("task"))
       got = info.get("config", {})
       for key, value in want.items():
         if got.get(key) != value:
@@ -144,6 +175,15 @@ def load_record_infos(record_info_dir: str, split: str, expected: dict,
     raise DataError(f"{record_info_dir}: no record_info-{split}-*.json "
                     "(build records with python -m "
                     "data_utils.pretraining.create_pretrain_data)")
+  num_task = first[1].get("num_task")
+  if isinstance(num_task, int) and "," not in record_info_dir:
+    for pass_id, have in sorted(tasks.items()):
+      lacking = sorted(set(range(num_task)) - have)
+      if lacking:
+        raise DataError(
+            f"{record_info_dir}: pass {pass_id} has no record-info for "
+            f"task(s) {lacking[:5]} of the build's {num_task} (finish the "
+            "build: a re-run builds only what is missing)")
   missing = [p for p in merged["filenames"] if not os.path.exists(p)]
   if missing:
     raise DataError(f"{missing[0]}: listed in a record-info but missing")
