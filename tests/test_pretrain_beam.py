@@ -10,12 +10,14 @@ import sys
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from data_utils.errors import UsageError
 from data_utils.pretraining import beam_pipeline, builder, ids_cache
 from data_utils.pretraining import examples as pd
 from data_utils.pretraining.create_pretrain_data import create_pretrain_data
 from data_utils.pretraining.reader import load_record_infos
+from data_utils.records import example_bytes, float_feature, int_feature
 from data_utils.pretraining.task_split import MIB, split_by_size
 from data_utils.tokenization import EOD_ID, SentencePieceTokenizer
 from conftest import spiece_path
@@ -190,10 +192,11 @@ def test_one_file_split_by_size_cuts_no_document(shared, tmp_path):
 
 
 def test_memory_mapped_pass_equals_the_in_memory_build(three_files,
-                                                       plain_cli, shared,
-                                                       tmp_path):
-  """Task 1 of the plain CLI's build against today's in-memory path:
-  every file read whole into arrays, joined in memory, the same pass."""
+                                                       plain_cli, shared):
+  """Task 1 of the plain CLI's build (ids cache, memory-mapped stream, fast
+  path) against the in-memory reference: every file read whole into
+  arrays, joined in memory, `examples.host_steps` serialized by
+  `example_bytes`, the same seed, task and pass."""
   tok = SentencePieceTokenizer(spiece_path(shared))
   is_start = pd.start_piece_table(
       [tok.id_to_piece(i) for i in range(tok.vocab_size)])
@@ -202,19 +205,23 @@ def test_memory_mapped_pass_equals_the_in_memory_build(three_files,
   for path in files:
     with open(path, encoding="utf-8") as f:
       shards.append(pd.lines_to_ids(f, tok.encode_ids, True))
-  out = tmp_path / "tfrecords"
-  out.mkdir()
   for pass_id in PASSES:
     order = np.random.default_rng([SEED, task, pass_id, 1]).permutation(
         len(shards))
     data, sent_ids = pd.concat_documents(shards, order)
-    info = builder.build_pass(data, sent_ids, CFG, is_start, str(out),
-                              "train", task, pass_id, SEED, {},
-                              MAX_BATCHES)
-    name = info["filenames"][0]
-    with open(out / name, "rb") as a, \
-        open(os.path.join(plain_cli, "tfrecords", name), "rb") as b:
-      assert a.read() == b.read(), name
+    rng = np.random.default_rng([SEED, task, pass_id])
+    want = []
+    for _, step in zip(range(MAX_BATCHES),
+                       pd.host_steps(data, sent_ids, CFG, is_start, rng)):
+      want += [example_bytes({
+          k: float_feature(v.tolist()) if v.dtype.kind == "f"
+          else int_feature(v.tolist()) for k, v in example.items()})
+               for example in step]
+    path = os.path.join(plain_cli, "tfrecords", builder.format_name(
+        f"train-{task}-{pass_id}", CFG, "tfrecords"))
+    got = [r.numpy() for r in tf.data.TFRecordDataset(path)]
+    assert len(got) == MAX_BATCHES * CFG.bsz_per_host
+    assert got == want
 
 
 def test_a_bad_shard_is_named_and_finished_units_are_kept(shared, tmp_path):

@@ -30,12 +30,12 @@ from absl import logging
 from data_utils.atomic import temp_dir, write_json
 from data_utils.errors import UsageError, check_positive, check_writable_dir
 from data_utils.fingerprint import file_sha256
-from data_utils.pretraining import examples, ids_cache, task_split
+from data_utils.pretraining import (examples, fast_examples, ids_cache,
+                                    task_split)
 from data_utils.pretraining.examples import DataError, PretrainDataConfig
 from data_utils.pretraining.task_split import InputRange
 from data_utils.progress import Progress
-from data_utils.records import (example_bytes, float_feature, int_feature,
-                                prepare_cache_dir, read_info, record_problem,
+from data_utils.records import (prepare_cache_dir, read_info, record_problem,
                                 write_records)
 from data_utils.tokenization import SentencePieceTokenizer
 
@@ -200,12 +200,6 @@ def task_info(job: BuildJob, task: int, shas: Sequence[str]) -> dict:
           "input_sha256": list(shas), "sp_sha256": job.sp_sha256}
 
 
-def _record(example: dict) -> bytes:
-  return example_bytes({
-      key: float_feature(value.tolist()) if value.dtype.kind == "f"
-      else int_feature(value.tolist()) for key, value in example.items()})
-
-
 def build_pass(data: np.ndarray, sent_ids: np.ndarray,
                cfg: PretrainDataConfig, is_start: np.ndarray,
                tfrecord_dir: str, split: str, task: int, pass_id: int,
@@ -229,9 +223,9 @@ def build_pass(data: np.ndarray, sent_ids: np.ndarray,
 
   def records():
     nonlocal num_batch
-    for step in examples.host_steps(data, sent_ids, cfg, is_start, rng):
-      for example in step:
-        yield _record(example)
+    for step in fast_examples.host_step_records(data, sent_ids, cfg,
+                                                is_start, rng):
+      yield from step
       num_batch += 1
       progress.update()
       count("examples", len(step))
