@@ -40,8 +40,6 @@ from data_utils.records import (prepare_cache_dir, read_info, record_problem,
 from data_utils.tokenization import SentencePieceTokenizer
 
 RECORD_FORMAT = "xlnet-tf/pretrain/v2"
-# Steps between drops of the pass stream's touched pages (MappedStream).
-_RELEASE_EVERY = 64
 
 Count = Callable[[str, int], None]
 
@@ -207,8 +205,8 @@ def build_pass(data: np.ndarray, sent_ids: np.ndarray,
                release: Callable[[], None] = lambda: None,
                count: Count = _no_count) -> dict:
   """Writes one pass's TFRecord file and record-info; returns the info.
-  `data`/`sent_ids` `[N]` may be memory maps (`release()` is called every
-  few steps to drop their touched pages). `max_batches` > 0 stops after
+  `data`/`sent_ids` `[N]` may be memory maps (`release()` is called after
+  every step to drop their touched pages). `max_batches` > 0 stops after
   that many host steps (quick experiments)."""
   rng = np.random.default_rng([seed, task, pass_id])
   name = format_name(f"{split}-{task}-{pass_id}", cfg, "tfrecords")
@@ -229,8 +227,11 @@ def build_pass(data: np.ndarray, sent_ids: np.ndarray,
       num_batch += 1
       progress.update()
       count("examples", len(step))
-      if num_batch % _RELEASE_EVERY == 0:
-        release()
+      # A fault maps the whole page-cache folio around a read (megabytes),
+      # so a step's random B spans alone map ~bsz folios: dropping them
+      # every step bounds the resident set by that, whatever the stream's
+      # length (a few % of the speed; benchmarks/README.md).
+      release()
       if num_batch == max_batches:
         break
     if num_batch == 0:   # raised inside the write: nothing is renamed
