@@ -62,12 +62,28 @@ def preprocess_text(text: str, lower: bool = False, remove_space: bool = True,
   if remove_space:
     text = " ".join(text.strip().split())
   text = text.replace("``", '"').replace("''", '"')
-  if not keep_accents:
+  # ASCII is its own NFKD form and has no combining marks.
+  if not keep_accents and not text.isascii():
     text = unicodedata.normalize("NFKD", text)
     text = "".join(c for c in text if not unicodedata.combining(c))
   if lower:
     text = text.lower()
   return text
+
+
+def _has_digit_comma(text: str) -> bool:
+  """Does a digit come right before a comma somewhere in `text`?
+
+  Example:
+    >>> _has_digit_comma("in 2000, and"), _has_digit_comma("a, b 2")
+    (True, False)
+  """
+  i = text.find(",")
+  while i != -1:
+    if i and text[i - 1].isdigit():
+      return True
+    i = text.find(",", i + 1)
+  return False
 
 
 def _is_digit_comma_piece(piece: str) -> bool:
@@ -135,8 +151,14 @@ class SentencePieceTokenizer:
 
   def encode_ids(self, text: str, sample: bool = False,
                  preprocess: bool = True) -> List[int]:
+    if preprocess:
+      text = self.preprocess(text)
+    if not sample and not _has_digit_comma(self.sp.Normalize(text)):
+      # Pieces are pieces of the normalized text: none ends in "digit,",
+      # so none is re-split and the model's own ids are the pieces' ids.
+      return self.sp.EncodeAsIds(text)
     return [self.sp.PieceToId(p)
-            for p in self.encode_pieces(text, sample, preprocess)]
+            for p in self.encode_pieces(text, sample, preprocess=False)]
 
   def id_to_piece(self, token_id: int) -> str:
     return self.sp.IdToPiece(int(token_id))

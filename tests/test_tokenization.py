@@ -109,3 +109,18 @@ def test_missing_and_bad_model_files(tmp_path):
   bad.write_bytes(b"not a model")
   with pytest.raises(tk.TokenizerError, match="bad.model: not a SentencePiece"):
     tk.SentencePieceTokenizer(str(bad))
+
+
+@pytest.mark.parametrize("keep_accents", [False, True])
+def test_encode_ids_equals_the_ids_of_the_pieces(sp_path, corpus_lines,
+                                                 keep_accents):
+  """encode_ids skips the pieces when no normalized "digit," exists; it
+  must give the ids of encode_pieces everywhere, incl. characters that
+  normalize into a digit or a comma."""
+  tok = tk.SentencePieceTokenizer(sp_path, keep_accents=keep_accents)
+  texts = list(corpus_lines[:3000]) + [
+      "born in 2000, and", "½, a half", "1，x", "𝟐, bold", "①, circled",
+      "²,", "٣,٤", "१२, x", "€50,000 and 1,2", "a  ,b", "", "   ", "Café,"]
+  for text in texts:
+    want = [tok.sp.PieceToId(p) for p in tok.encode_pieces(text)]
+    assert tok.encode_ids(text) == want, text
