@@ -13,6 +13,7 @@ import pytest
 import tensorflow as tf
 
 from data_utils.errors import UsageError
+from data_utils import beam_jobs
 from data_utils.pretraining import beam_pipeline, builder, ids_cache
 from data_utils.pretraining import examples as pd
 from data_utils.pretraining.create_pretrain_data import create_pretrain_data
@@ -87,7 +88,7 @@ def test_beam_in_process_and_two_workers_give_the_plain_cli_bytes(
   job = builder.prepare_job(three_files, CFG, str(tmp_path / "direct"),
                             spiece_path(shared), num_task=3, pass_ids=PASSES,
                             seed=SEED, max_batches=MAX_BATCHES)
-  counters = beam_pipeline.run(job, beam_pipeline.check_options(
+  counters = beam_pipeline.run(job, beam_jobs.check_options(
       "DirectRunner", None))
   assert _sha256_tree(str(tmp_path / "direct")) == want
   assert counters["files"] == 6
@@ -136,7 +137,7 @@ def test_a_retried_unit_and_a_rerun_give_the_same_bytes(
   job = builder.prepare_job(three_files, CFG, retried, sp,
                             task_size_mb=size_mb, pass_ids=PASSES, seed=SEED,
                             max_batches=MAX_BATCHES)
-  beam_pipeline.run(job, beam_pipeline.check_options(
+  beam_pipeline.run(job, beam_jobs.check_options(
       "BundleBasedDirectRunner", None))
   assert marker.exists()  # the unit did fail once
   assert _sha256_tree(retried) == want
@@ -151,7 +152,7 @@ def test_a_retried_unit_and_a_rerun_give_the_same_bytes(
   os.remove(record(job.num_task - 1, 0))
   kept = record(0, 0)
   stamp = os.stat(kept).st_mtime_ns
-  counters = beam_pipeline.run(job, beam_pipeline.check_options(
+  counters = beam_pipeline.run(job, beam_jobs.check_options(
       "DirectRunner", None))
   assert counters["files"] == 1
   assert counters["files_kept"] == job.num_task * len(PASSES) - 1
@@ -237,7 +238,7 @@ def test_a_bad_shard_is_named_and_finished_units_are_kept(shared, tmp_path):
                             max_batches=5)
   builder.build_task(job, 0)
   with pytest.raises(pd.DataError) as e:
-    beam_pipeline.run(job, beam_pipeline.check_options("DirectRunner", None))
+    beam_pipeline.run(job, beam_jobs.check_options("DirectRunner", None))
   assert str(e.value) == f"{bad}:3: not UTF-8 text (byte 0xff at column 5)"
   assert len(os.listdir(tmp_path / "o" / "tfrecords")) == 2  # task 0 kept
 
@@ -248,10 +249,11 @@ def test_a_bad_shard_is_named_and_finished_units_are_kept(shared, tmp_path):
                                       "No closing quotation"),
     ("DirectRunner", "--runner=Other", "--pipeline_options: give the runner "
                                        "as --runner"),
+    (None, "--direct_num_workers=2", "--pipeline_options: needs --runner"),
 ])
 def test_bad_runner_options_are_one_line(runner, options, message):
   with pytest.raises(UsageError) as e:
-    beam_pipeline.check_options(runner, options)
+    beam_jobs.check_options(runner, options)
   assert str(e.value).startswith(message) and "\n" not in str(e.value)
 
 

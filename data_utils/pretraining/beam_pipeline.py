@@ -18,13 +18,12 @@ pass also logs its own progress (rate, ETA) where the worker logs.
 from __future__ import annotations
 
 import os
-import re
-import shlex
-from typing import List, Optional, Tuple
+from typing import List, Tuple
 
 from absl import logging
 
-from data_utils.errors import UsageError, UserError
+from data_utils import beam_jobs
+from data_utils.errors import UserError
 from data_utils.pretraining import builder
 from data_utils.pretraining.builder import BuildJob
 from data_utils.pretraining.examples import DataError
@@ -34,48 +33,7 @@ COUNTERS = "xlnet_tf.pretrain_data"
 # A test hook: "<marker path>:<task>:<pass>" makes that unit fail once,
 # half-way through writing its records, as a worker that dies would.
 FAIL_ONCE_ENV = "XLNET_TF_TEST_FAIL_ONCE"
-# A unit's one-line error travels to the driver inside Beam's exception
-# text between these marks.
-_MARK = "<<xlnet-tf-error>>"
-_MARKED = re.compile(re.escape(_MARK) + "(.*?)" + re.escape(_MARK))
-
-
-def check_options(runner: str, pipeline_options: Optional[str]) -> List[str]:
-  """Beam's argument list for `--runner` and `--pipeline_options`, checked
-  before any work (one-line UsageError)."""
-  try:
-    args = shlex.split(pipeline_options or "")
-  except ValueError as e:
-    raise UsageError(f"--pipeline_options={pipeline_options!r}: {e}") \
-        from None
-  if any(a == "--runner" or a.startswith("--runner=") for a in args):
-    raise UsageError("--pipeline_options: give the runner as --runner, "
-                     "not inside the pipeline options")
-  try:
-    from apache_beam.runners.runner import create_runner  # heavy: on use
-    create_runner(runner)
-  except ImportError as e:
-    raise UsageError(f"--runner={runner}: needs a Beam extra that is not "
-                     f"installed ({e}); e.g. pip install "
-                     "'apache-beam[gcp]' for Dataflow") from None
-  except ValueError as e:
-    raise UsageError(f"--runner={runner}: {' '.join(str(e).split())}") \
-        from None
-  return [f"--runner={runner}"] + args
-
-
-def _counter(name: str):
-  from apache_beam.metrics import Metrics
-  return Metrics.counter(COUNTERS, name)
-
-
-def _count(name: str, n: int) -> None:
-  if n:
-    _counter(name).inc(n)
-
-
-def _marked(e: UserError) -> RuntimeError:
-  return RuntimeError(f"{_MARK}{e}{_MARK}")
+_count = beam_jobs.count(COUNTERS)
 
 
 def tokenize_unit(r: Tuple[str, int, int], job: BuildJob
@@ -84,7 +42,7 @@ def tokenize_unit(r: Tuple[str, int, int], job: BuildJob
   try:
     return tuple(r), builder.range_ids(job, InputRange(*r), _count)
   except UserError as e:
-    raise _marked(e) from None
+    raise beam_jobs.marked(e) from None
 
 
 def _fail_once_hook(task: int, pass_id: int):
@@ -113,9 +71,8 @@ def build_unit(unit: Tuple[int, int], job: BuildJob, ids: dict) -> dict:
     info, built = builder.build_task_pass(job, task, pass_id, inputs,
                                           _fail_once_hook(task, pass_id))
   except UserError as e:
-    raise _marked(e) from None
-  if not built:
-    _counter("files_kept").inc()
+    raise beam_jobs.marked(e) from None
+  _count("files_kept", 0 if built else 1)
   return info
 
 
@@ -128,7 +85,7 @@ def run(job: BuildJob, beam_args: List[str]) -> dict:
   """Runs the build; returns the counters (`{name: value}`). A unit's
   one-line error (bad input) is raised here as a DataError naming its file
   and line; units finished before it keep their files."""
-  import apache_beam as beam
+  import apache_beam as beam  # heavy: on use
   from apache_beam.options.pipeline_options import PipelineOptions
 
   os.makedirs(job.cache_dir, exist_ok=True)
@@ -148,19 +105,7 @@ def run(job: BuildJob, beam_args: List[str]) -> dict:
        | "Build" >> beam.Map(build_unit, job, beam.pvalue.AsDict(ids))
        | "CountUnits" >> beam.combiners.Count.Globally()
        | "CorpusInfo" >> beam.Map(write_corpus_info_unit, job))
-  try:
-    result = pipeline.run()
-    result.wait_until_finish()
-  except Exception as e:  # Beam wraps a worker's error in its own
-    found = _MARKED.search(str(e))
-    if found:
-      raise DataError(found.group(1)) from None
-    raise
-  counters = {}
-  for c in result.metrics().query()["counters"]:
-    if c.key.metric.namespace == COUNTERS:
-      value = c.committed if c.committed is not None else c.attempted
-      counters[c.key.metric.name] = counters.get(c.key.metric.name, 0) + value
+  counters = beam_jobs.run(pipeline, COUNTERS, DataError)
   logging.info("Beam build done: %s", ", ".join(
       f"{k} {v}" for k, v in sorted(counters.items())))
   return counters

@@ -40,6 +40,10 @@ from data_utils.records import (prepare_cache_dir, read_info, record_problem,
 from data_utils.tokenization import SentencePieceTokenizer
 
 RECORD_FORMAT = "xlnet-tf/pretrain/v2"
+# Steps between drops of the pass stream's mapped pages (MappedStream): a
+# step maps a few MB (its windows and random B spans), so the resident set
+# stays near 8 steps' worth whatever the stream's length.
+_RELEASE_EVERY = 8
 
 Count = Callable[[str, int], None]
 
@@ -205,8 +209,8 @@ def build_pass(data: np.ndarray, sent_ids: np.ndarray,
                release: Callable[[], None] = lambda: None,
                count: Count = _no_count) -> dict:
   """Writes one pass's TFRecord file and record-info; returns the info.
-  `data`/`sent_ids` `[N]` may be memory maps (`release()` is called after
-  every step to drop their touched pages). `max_batches` > 0 stops after
+  `data`/`sent_ids` `[N]` may be memory maps (`release()` is called every
+  few steps to drop their touched pages). `max_batches` > 0 stops after
   that many host steps (quick experiments)."""
   rng = np.random.default_rng([seed, task, pass_id])
   name = format_name(f"{split}-{task}-{pass_id}", cfg, "tfrecords")
@@ -227,11 +231,8 @@ def build_pass(data: np.ndarray, sent_ids: np.ndarray,
       num_batch += 1
       progress.update()
       count("examples", len(step))
-      # A fault maps the whole page-cache folio around a read (megabytes),
-      # so a step's random B spans alone map ~bsz folios: dropping them
-      # every step bounds the resident set by that, whatever the stream's
-      # length (a few % of the speed; benchmarks/README.md).
-      release()
+      if num_batch % _RELEASE_EVERY == 0:
+        release()
       if num_batch == max_batches:
         break
     if num_batch == 0:   # raised inside the write: nothing is renamed

@@ -38,6 +38,7 @@ from typing import List, Optional, Sequence
 
 from absl import app, flags, logging
 
+from data_utils import beam_jobs
 from data_utils.errors import UsageError, check_positive, run_main
 from data_utils.pretraining import beam_pipeline
 from data_utils.pretraining.builder import (RECORD_FORMAT, build_pass,
@@ -92,14 +93,10 @@ def main(argv):
     if f.runner and f.task:
       raise UsageError(f"--task={f.task}: with --runner every task is "
                        "built in one pipeline; leave --task out")
-    if f.pipeline_options and not f.runner:
-      raise UsageError("--pipeline_options: needs --runner (the Beam "
-                       "runner that takes them)")
+    options = beam_jobs.check_options(f.runner, f.pipeline_options)
     paths = sorted(glob.glob(f.input_glob))
     if not paths:
       raise UsageError(f"--input_glob={f.input_glob}: matches no file")
-    options = beam_pipeline.check_options(f.runner, f.pipeline_options) \
-        if f.runner else None
     job = prepare_job(
         paths, cfg, f.save_dir, f.sp_path, from_raw_text=f.from_raw_text,
         split=f.split, num_task=f.num_task,
@@ -145,12 +142,6 @@ _FLAGS = {
     "task_size_mb": (0.0, "Split the input into tasks of about this many "
                      "MiB, cut at document ends, grouping small files "
                      "(0: one task per file, --num_task)."),
-    "runner": (None, "Build every task and pass as one Apache Beam "
-               "pipeline on this runner (DirectRunner, DataflowRunner, "
-               "FlinkRunner, SparkRunner, ...)."),
-    "pipeline_options": (None, "Beam's own options for --runner, as one "
-                         "string (e.g. \"--direct_num_workers=2 "
-                         "--direct_running_mode=multi_processing\")."),
     "seed": (0, "Random seed: same seed, same records."),
     "max_batches": (0, "Stop each pass after this many batches (0 = all)."),
     "original_ngram_count": (False, "Reproduce the original's span sizing, "
@@ -170,6 +161,7 @@ def define_flags():
     else:
       flags.DEFINE_string(name, default, help_text)
   flags.DEFINE_enum("split", "train", ["train", "dev", "test"], "Split name.")
+  beam_jobs.define_flags()  # --runner: every task and pass as one pipeline
   flags.mark_flags_as_required(["input_glob", "sp_path", "save_dir"])
 
 if __name__ == "__main__":

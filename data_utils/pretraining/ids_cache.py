@@ -189,6 +189,16 @@ def read_ids(ids_path: str) -> Tuple[np.ndarray, np.ndarray]:
           (packed & _SENT_BIT) != 0)
 
 
+def _write_in_pages(f, array: np.ndarray) -> None:
+  """Writes `array` a memory page at a time. The page cache then holds the
+  file in small folios, so a read through the memory map maps a page, not
+  the megabytes a large write's folio spans (the pass reads it at random:
+  with large folios one step would map ~bsz of them)."""
+  view = memoryview(array.tobytes())
+  for i in range(0, len(view), mmap.PAGESIZE):
+    f.write(view[i:i + mmap.PAGESIZE])
+
+
 def write_pass_stream(ids_paths: Sequence[str], order: Sequence[int],
                       directory: str) -> Tuple[str, str, int]:
   """Joins the ids files in `order` into `<directory>/stream.ids` (int32)
@@ -213,8 +223,8 @@ def write_pass_stream(ids_paths: Sequence[str], order: Sequence[int],
             flip = prev is not None and bool(sent[0]) == prev
           if flip:
             sent = ~sent
-          ids_f.write((packed & ~_SENT_BIT).astype(np.int32).tobytes())
-          sent_f.write(sent.tobytes())
+          _write_in_pages(ids_f, (packed & ~_SENT_BIT).astype(np.int32))
+          _write_in_pages(sent_f, sent)
           total += len(packed)
           prev = bool(sent[-1])
   return ids_out, sent_out, total
