@@ -373,22 +373,35 @@ def concat_documents(shards: List[Tuple[np.ndarray, np.ndarray]],
   return np.concatenate(data), np.concatenate(ids)
 
 
-def lines_to_ids(lines, encode, use_eod: bool):
-  """`(ids, sent_ids)` of one file; `encode(line) -> ids` or None for a
-  pre-tokenized line. An empty line ends a document (`<eod>` with use_eod).
-  Sentence ids alternate between lines (True/False) as the original."""
-  ids: List[int] = []
-  sent_ids: List[bool] = []
+def line_ids(lines, encode, use_eod: bool):
+  """Yields `(ids, sent_id)` per line: `encode(line) -> ids` on the
+  stripped line; an empty line ends a document (`[<eod>]` (id 7) with use_eod,
+  else nothing). Sentence ids alternate between lines (True/False) as the
+  original, the `<eod>` line taking its own.
+
+  Example:
+    >>> list(line_ids(["a b", "", "c"], str.split, True))
+    [(['a', 'b'], True), ([7], True), (['c'], False)]
+  """
   sent_id = True
   for line in lines:
-    if not line.strip():
+    stripped = line.strip()
+    if not stripped:
       if not use_eod:
         continue
       sent_id = not sent_id
-      cur = [EOD_ID]
+      yield [EOD_ID], sent_id
     else:
-      cur = encode(line.strip())
+      yield encode(stripped), sent_id
+    sent_id = not sent_id
+
+
+def lines_to_ids(lines, encode, use_eod: bool):
+  """`(ids int64 [N], sent_ids bool [N])` of one file, in memory (see
+  `line_ids`)."""
+  ids: List[int] = []
+  sent_ids: List[bool] = []
+  for cur, sent_id in line_ids(lines, encode, use_eod):
     ids.extend(cur)
     sent_ids.extend([sent_id] * len(cur))
-    sent_id = not sent_id
   return np.array(ids, np.int64), np.array(sent_ids, bool)

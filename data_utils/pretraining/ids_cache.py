@@ -28,9 +28,9 @@ import numpy as np
 
 from data_utils.atomic import atomic_path
 from data_utils.errors import utf8_error
+from data_utils.pretraining import examples
 from data_utils.pretraining.examples import DataError
 from data_utils.pretraining.task_split import InputRange
-from data_utils.tokenization import EOD_ID
 
 CACHE_FORMAT = "xlnet-tf/ids/v1"
 _SENT_BIT = np.uint32(1 << 31)
@@ -122,15 +122,36 @@ def tokenize_range(r: InputRange, encode: Optional[Callable[[str], List[int]]],
                    count: Callable[[str, int], None] = lambda k, n: None
                    ) -> int:
   """Writes the ids file of one range (see the module docstring) and
-  returns its number of pieces. `encode(line) -> ids` tokenizes text; None
-  reads lines of space-separated ids. Sentence parity alternates per line
-  and an empty line ends a document (`<eod>` with `use_eod`), as
-  `examples.lines_to_ids`. `count(name, n)` receives the `lines` and
-  `pieces` counters."""
+  returns its number of pieces; lines become ids as `examples.line_ids`
+  says. `encode(line) -> ids` tokenizes text; None reads lines of
+  space-separated ids. `count(name, n)` receives the `lines` and `pieces`
+  counters."""
+  line_no = seen = 0
+
+  def numbered_lines():
+    nonlocal line_no, seen
+    for line_no, line in range_lines(r):
+      seen += 1
+      if seen % 10000 == 0:
+        count("lines", 10000)
+      yield line
+
+  def read_ids(line: str) -> List[int]:
+    try:
+      ids = [int(tok) for tok in line.split()]
+    except ValueError:
+      raise DataError(f"{r.path}:{line_no}: not a line of token ids (run "
+                      f"with --from_raw_text for text): {line[:60]!r}") \
+          from None
+    bad = [i for i in ids if not 0 <= i < 1 << 31]
+    if bad:
+      raise DataError(f"{r.path}:{line_no}: token id {bad[0]} is out of "
+                      "range")
+    return ids
+
   pending: List[int] = []
   parity: List[bool] = []
   total = 0
-  sent_id = True
   with atomic_path(out_path) as tmp, open(tmp, "wb") as out:
 
     def flush():
@@ -140,40 +161,17 @@ def tokenize_range(r: InputRange, encode: Optional[Callable[[str], List[int]]],
       pending.clear()
       parity.clear()
 
-    lines = 0
-    for line_no, line in range_lines(r):
-      lines += 1
-      if lines % 10000 == 0:
-        count("lines", 10000)
-      stripped = line.strip()
-      if not stripped:
-        if not use_eod:
-          continue
-        sent_id = not sent_id
-        cur = [EOD_ID]
-      elif encode is not None:
-        cur = encode(stripped)
-      else:
-        try:
-          cur = [int(tok) for tok in stripped.split()]
-        except ValueError:
-          raise DataError(f"{r.path}:{line_no}: not a line of token ids "
-                          f"(run with --from_raw_text for text): "
-                          f"{stripped[:60]!r}") from None
-        bad = [i for i in cur if not 0 <= i < 1 << 31]
-        if bad:
-          raise DataError(f"{r.path}:{line_no}: token id {bad[0]} is out "
-                          "of range")
+    for cur, sent_id in examples.line_ids(numbered_lines(), encode or read_ids,
+                                          use_eod):
       pending.extend(cur)
       parity.extend([sent_id] * len(cur))
-      sent_id = not sent_id
       if len(pending) >= _FLUSH_PIECES:
         total += len(pending)
         flush()
     total += len(pending)
     flush()
-    count("lines", lines % 10000)
-    count("pieces", total)
+  count("lines", seen % 10000)
+  count("pieces", total)
   return total
 
 
