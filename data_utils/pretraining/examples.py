@@ -112,18 +112,14 @@ def start_piece_table(pieces: List[str]) -> np.ndarray:
 
 
 class StreamRows:
-  """A `[rows, row_len]` view of a 1-D stream, without a copy (the stream
-  may be a memory map of a file larger than memory): row r is slice
-  `slices[r]` of `row_len` tokens, reversed when `reversed_rows[r]`.
-  `rows[r]` and `rows[r, a:b]` index it like the 2-D array."""
+  """A `[rows, row_len]` view of a 1-D stream (maybe a memory map), no
+  copy: row r is slice `slices[r]` of `row_len` tokens, reversed when
+  `reversed_rows[r]`; `rows[r]` and `rows[r, a:b]` index it as 2-D."""
 
   def __init__(self, stream: np.ndarray, row_len: int, slices, reversed_rows):
     self._stream = stream
     self._rows = [(int(k), bool(rev)) for k, rev in zip(slices, reversed_rows)]
     self.shape = (len(self._rows), row_len)
-
-  def __len__(self) -> int:
-    return self.shape[0]
 
   def __getitem__(self, key):
     if isinstance(key, tuple):
@@ -374,13 +370,11 @@ def concat_documents(shards: List[Tuple[np.ndarray, np.ndarray]],
 
 
 def line_ids(lines, encode, use_eod: bool):
-  """Yields `(ids, sent_id)` per line: `encode(line) -> ids` on the
-  stripped line; an empty line ends a document (`[<eod>]` (id 7) with use_eod,
-  else nothing). Sentence ids alternate between lines (True/False) as the
-  original, the `<eod>` line taking its own.
+  """Yields `(ids, sent_id)` per line: `encode(stripped line)`, or for an
+  empty line (a document's end) `[<eod>]` with use_eod, else nothing.
+  Sentence ids alternate per line (True/False) as the original.
 
-  Example:
-    >>> list(line_ids(["a b", "", "c"], str.split, True))
+    >>> list(line_ids(["a b", "", "c"], str.split, True))  # <eod> is 7
     [(['a', 'b'], True), ([7], True), (['c'], False)]
   """
   sent_id = True
@@ -397,8 +391,7 @@ def line_ids(lines, encode, use_eod: bool):
 
 
 def lines_to_ids(lines, encode, use_eod: bool):
-  """`(ids int64 [N], sent_ids bool [N])` of one file, in memory (see
-  `line_ids`)."""
+  """`(ids int64 [N], sent_ids bool [N])` of `line_ids`, in memory."""
   ids: List[int] = []
   sent_ids: List[bool] = []
   for cur, sent_id in line_ids(lines, encode, use_eod):
