@@ -103,7 +103,6 @@ class PretrainDataConfig:
 def start_piece_table(pieces: List[str]) -> np.ndarray:
   """`[vocab] bool`: does the piece start a word (the original's rule)?
 
-  Example:
     >>> start_piece_table(["<unk>", "\u2581the", "ing", ","]).tolist()
     [True, True, False, True]
   """
@@ -121,6 +120,9 @@ class StreamRows:
     self._rows = [(int(k), bool(rev)) for k, rev in zip(slices, reversed_rows)]
     self.shape = (len(self._rows), row_len)
 
+  def __len__(self) -> int:  # a sequence of rows: np.asarray(rows) works
+    return self.shape[0]
+
   def __getitem__(self, key):
     if isinstance(key, tuple):
       r, cols = key
@@ -132,11 +134,9 @@ class StreamRows:
 
 def stream_layout(data: np.ndarray, sent_ids: np.ndarray,
                   cfg: PretrainDataConfig) -> Tuple[StreamRows, StreamRows]:
-  """Cuts the token stream into `bsz_per_host` rows (streams), as views.
-
-  Without bi_data: row s is the s-th contiguous slice. With bi_data the
-  stream is cut into `bsz_per_host / 2` slices; each core's rows are its
-  forward slices followed by the same slices reversed.
+  """Cuts the token stream into `bsz_per_host` rows (streams), as views:
+  row s is the s-th contiguous slice; with bi_data, `bsz_per_host / 2`
+  slices, each core's rows its forward slices then the same reversed.
 
   Example:
     >>> cfg = PretrainDataConfig(bsz_per_host=4, num_core_per_host=1,
