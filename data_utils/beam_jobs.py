@@ -14,6 +14,8 @@ Beam itself is imported on use: a plain run of a script never loads it.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
 import shlex
 from typing import Callable, Dict, List, Optional
@@ -52,6 +54,7 @@ def check_options(runner: Optional[str], pipeline_options: Optional[str]
   if any(a == "--runner" or a.startswith("--runner=") for a in args):
     raise UsageError("--pipeline_options: give the runner as --runner, "
                      "not inside the pipeline options")
+  _check_values(args)
   try:
     from apache_beam.runners.runner import create_runner  # heavy: on use
     create_runner(runner)
@@ -63,6 +66,20 @@ def check_options(runner: Optional[str], pipeline_options: Optional[str]
     raise UsageError(f"--runner={runner}: {' '.join(str(e).split())}") \
         from None
   return [f"--runner={runner}"] + args
+
+
+def _check_values(args: List[str]) -> None:
+  """Beam parses its options with argparse, which prints its usage and
+  exits on a bad value: here that is one line naming --pipeline_options."""
+  from apache_beam.options.pipeline_options import PipelineOptions
+  captured = io.StringIO()
+  try:
+    with contextlib.redirect_stderr(captured):
+      PipelineOptions(args).get_all_options()
+  except SystemExit:
+    lines = captured.getvalue().strip().splitlines() or ["not valid"]
+    message = lines[-1].split(" error: ", 1)[-1]
+    raise UsageError(f"--pipeline_options: {message}") from None
 
 
 def marked(e: UserError) -> RuntimeError:

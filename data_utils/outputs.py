@@ -150,3 +150,27 @@ def write_output(path: str, data, flag: str, overwrite: bool = False,
   write_json(os.path.join(directory, LEDGER),
              {"format": _LEDGER_FORMAT, "files": ledger})
   return path
+
+
+def record_outputs(directory: str, files: Dict[str, str],
+                   source: Optional[str] = None, forget: Iterable[str] = ()
+                   ) -> None:
+  """Records `files` ({name: sha256}, already in `directory`) as written
+  from `source` in the folder's ledger, and drops the names in `forget`
+  (files this project removed): one ledger write for a whole job."""
+  ledger = read_ledger(directory)
+  for name in forget:
+    ledger.pop(name, None)
+  for name, sha256 in files.items():
+    ledger[name] = {"sha256": sha256, "source": _source_id(source)}
+  write_json(os.path.join(directory, LEDGER),
+             {"format": _LEDGER_FORMAT, "files": ledger})
+
+
+def own_unchanged(directory: str, name: str) -> bool:
+  """Whether `name` in `directory` is a file the ledger lists with its
+  current bytes (ours, unchanged since)."""
+  path = os.path.join(directory, name)
+  entry = read_ledger(directory).get(name)
+  return (entry is not None and os.path.isfile(path)
+          and not os.path.islink(path) and entry.get("sha256") == _sha256(path))

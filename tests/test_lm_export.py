@@ -159,8 +159,9 @@ def test_marker(exported):
   with open(os.path.join(exported[0], EXPORT_MARKER), encoding="utf-8") as f:
     marker = json.load(f)
   assert marker["kind"] == EXPORT_KIND == "language_model"
-  assert marker["signatures"] == ["embed_text", "generate_greedy",
-                                  "generate_sample"]
+  assert marker["signatures"] == ["embed_ids", "embed_text",
+                                  "generate_greedy", "generate_sample",
+                                  "score_ids"]
 
 
 def test_prompt_features_keep_the_end_left_padded():

@@ -43,7 +43,7 @@ def _cli_cases(sm, missing):
       "unknown_signature": (
           run("nope", 'text=["a"]'),
           f"--signature_def=nope: no such signature in {sm}; it has: "
-          "serve_text, serve_text_pair, serving_default"),
+          "serve_features, serve_text, serve_text_pair, serving_default"),
       "bad_expression": (
           run("serve_text", 'text=["a great movie"'),
           '--input_exprs: text=["a great movie": the value is not a Python '

@@ -21,6 +21,7 @@ from data_utils.classification import features as cf
 from data_utils.graph_tokenizer import GraphTokenizer
 from data_utils.tokenization import (CLS_ID, SEG_ID_A, SEG_ID_B, SEG_ID_CLS,
                                      SEG_ID_PAD, SEP_ID)
+from xlnet_tf.export.directory import read_export_marker
 from xlnet_tf.tasks.classification.serving import (ClassifierServer,
                                                    classifier_features,
                                                    export_classifier)
@@ -97,7 +98,7 @@ def exported(shared, tmp_path_factory):
   path = export_classifier(model, str(tmp_path_factory.mktemp("seg") / "sm"),
                            L, False, labels=["neg", "pos"],
                            sp_model_path=spiece_path(shared))
-  return model, tf.saved_model.load(path)
+  return model, tf.saved_model.load(path), path
 
 
 def test_reviews_cover_every_length(sp_tokenizer, reviews):
@@ -140,10 +141,19 @@ def test_keep_end_needs_several_segments(graph):
 
 
 def test_signatures(exported):
-  _, loaded = exported
+  _, loaded, path = exported
   assert sorted(loaded.signatures) == [
       "initial_memory", "serve_segment", "serve_text", "serve_text_pair",
       "serving_default"]
+  # No signature of any length: a batch job feeds serving_default records
+  # laid out as the marker says.
+  batch = read_export_marker(path)["batch"]
+  assert {k: batch[k] for k in ("max_seq_length", "signature",
+                                "segment_length", "keep_end", "labels",
+                                "regression")} == {
+      "max_seq_length": L, "signature": "serving_default",
+      "segment_length": S, "keep_end": False, "labels": ["neg", "pos"],
+      "regression": False}
   start = loaded.signatures["initial_memory"](batch_size=tf.constant(3))
   np.testing.assert_array_equal(start["mems"].numpy(),
                                 np.zeros([2, 3, M, 16], np.float32))
@@ -153,7 +163,7 @@ def test_signatures(exported):
 
 def test_raw_text_signatures_equal_python_model(exported, sp_tokenizer,
                                                 reviews):
-  model, loaded = exported
+  model, loaded, _ = exported
   ids = [sp_tokenizer.encode_ids(t) for t in reviews]
   features = batch_of([contract_layout(a, None, S, N) for a in ids])
   want = model(features)["logits"].numpy()
@@ -191,7 +201,7 @@ def stream(signatures, features, segment_length):
 
 def test_streaming_equals_the_whole_document(exported, sp_tokenizer,
                                              reviews):
-  model, loaded = exported
+  model, loaded, _ = exported
   features = batch_of([contract_layout(sp_tokenizer.encode_ids(t), None, S,
                                        N) for t in reviews])
   outs = stream(loaded.signatures, features, S)
@@ -208,7 +218,7 @@ def test_streaming_a_document_longer_than_the_record(exported, sp_tokenizer,
   """13 segments (two whole 300-piece reviews, one of 34 pieces left
   padded) through an export made for 3: equal to the Python model's
   `read_segment` loop after every segment, memory included."""
-  model, loaded = exported
+  model, loaded, _ = exported
   texts = [reviews[6], reviews[7], reviews[2]]
   length = 13 * S
   features = batch_of([cf.convert_example(sp_tokenizer.encode_ids(t), None,

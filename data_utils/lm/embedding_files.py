@@ -4,8 +4,8 @@ the model's window layout, and the files the vectors are written to.
 Pieces. `text_pieces` gives the pieces and ids of
 `SentencePieceTokenizer.encode_ids(text)` and, for each, `start`/`end`:
 code-point offsets into the ORIGINAL text (end exclusive), so
-`text[start:end]` is what the piece stands for (its "▁" not included; a
-piece that is only "▁" has an empty span where the next word starts).
+`text[start:end]` is what the piece stands for (without its "▁"; a lone
+"▁" has an empty span).
 
 Layout. A text of n pieces is `pieces <sep> <cls>` (segment ids A A C,
 padding segment 4 and id 0, as the classifier's features), LEFT padded to
@@ -23,8 +23,7 @@ Files (K chosen layers, D d_model, Q poolings):
                    [texts, K, D] per pooling.
   `.tfrecord`      one tf.train.Example per text: index, text, pieces, ids,
                    starts, ends, layers, d_model (int64/bytes lists),
-                   piece_vectors
-                   (float [n * K * D]) and `pooled/<pooling>` ([K * D]).
+                   piece_vectors (float [n * K * D]), `pooled/<pooling>`.
 Every file appears whole or not at all (written beside, then renamed).
 """
 
@@ -35,7 +34,7 @@ import json
 import math
 import os
 import unicodedata
-from typing import Dict, List, NamedTuple, Sequence, Tuple
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -218,6 +217,30 @@ def output_files(path: str, poolings: Sequence[str],
   return [path] + arrays + [f"{stem}.{p}.npy" for p in poolings]
 
 
+def embedding_example(meta: dict, d_model: int, vectors, pooled: dict,
+                      poolings: Sequence[str], file: Optional[str] = None
+                      ) -> bytes:
+  """A text's tf.train.Example of the `.tfrecord` layout (module doc);
+  `vectors` `[n, K, D]` or None, `pooled` {pooling: `[K, D]`}; `file` adds
+  its input file (batch jobs: `index` is then its line)."""
+  record = {"index": int_feature([meta["index"]]),
+            "text": _bytes_feature([meta["text"]]),
+            "pieces": _bytes_feature(meta["pieces"]),
+            "ids": int_feature(meta["ids"]),
+            "starts": int_feature(meta["starts"]),
+            "ends": int_feature(meta["ends"]),
+            "layers": int_feature(meta["layers"]),
+            "d_model": int_feature([int(d_model)])}
+  record.update({"file": _bytes_feature([file])} if file is not None else {})
+  if vectors is not None:
+    record["piece_vectors"] = float_feature(
+        np.asarray(vectors, np.float32).ravel())
+  for name in poolings:
+    record[f"pooled/{name}"] = float_feature(
+        np.asarray(pooled[name], np.float32).ravel())
+  return example_bytes(record)
+
+
 class EmbeddingWriter:
   """Writes texts' vectors, given in any order, to `path` (`.jsonl` or
   `.tfrecord`, see the module doc); the files appear at `close()`.
@@ -263,7 +286,9 @@ class EmbeddingWriter:
             "starts": list(pieces.starts), "ends": list(pieces.ends),
             "layers": self.layers}
     if self.tfrecord:
-      self._pending[index] = self._record(meta, vectors, pooled)
+      self._pending[index] = embedding_example(
+          meta, self.d_model, vectors if self.piece_vectors else None,
+          pooled, self.poolings)
       while self._next in self._pending:
         self._writer.write(self._pending.pop(self._next))
         self._next += 1
@@ -275,23 +300,6 @@ class EmbeddingWriter:
       array[index] = pooled[name]
     self._index[index] = dict(
         meta, rows=[first, end] if self.piece_vectors else None)
-
-  def _record(self, meta, vectors, pooled) -> bytes:
-    record = {"index": int_feature([meta["index"]]),
-              "text": _bytes_feature([meta["text"]]),
-              "pieces": _bytes_feature(meta["pieces"]),
-              "ids": int_feature(meta["ids"]),
-              "starts": int_feature(meta["starts"]),
-              "ends": int_feature(meta["ends"]),
-              "layers": int_feature(meta["layers"]),
-              "d_model": int_feature([self.d_model])}
-    if self.piece_vectors:
-      record["piece_vectors"] = float_feature(
-          np.asarray(vectors, np.float32).ravel())
-    for name in self.poolings:
-      record[f"pooled/{name}"] = float_feature(
-          np.asarray(pooled[name], np.float32).ravel())
-    return example_bytes(record)
 
   def close(self):
     if self.tfrecord:

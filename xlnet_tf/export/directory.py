@@ -8,12 +8,19 @@ older than the marker) is refused with one line, before training and again
 at export time. The export is written beside its target, given the
 permissions any new directory gets under the umask (a server may run as
 another user), then moved into place.
+
+An export made with a SentencePiece model says how to feed it outside the
+graph (a batch-inference job tokenizing in Python): a byte-identical copy
+of the model at `assets.extra/spiece.model` and the marker's `batch` entry,
+`{"spiece_model": "assets.extra/spiece.model", "spiece_model_sha256",
+"lower", "max_seq_length", ...}` plus what the task adds.
 """
 
 from __future__ import annotations
 
 import ctypes
 import errno
+import hashlib
 import json
 import os
 import re
@@ -21,7 +28,7 @@ import secrets
 import shutil
 import sys
 import time
-from typing import Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import tensorflow as tf
 from absl import logging
@@ -61,6 +68,9 @@ LEGACY_TEMP_AGE = 24 * 3600.0
 # What training writes in model_dir (checkpoints, summaries, worker dirs):
 # an export there would collide with it.
 _TRAINING_ENTRY = re.compile(r"^(checkpoint|ckpt-.*|train|\.worker_.*)$")
+# Where an export keeps its copy of the SentencePiece model (`assets.extra`
+# is TF's folder for files the SavedModel itself does not read).
+_BATCH_SPIECE = "assets.extra/spiece.model"
 
 
 def _inside(path: str, directory: str) -> bool:
@@ -286,13 +296,36 @@ def _remove_replaced(path: str) -> None:
 
 
 def save_atomically(module: tf.Module, signatures: dict, export_dir: str,
-                    export_kind: str) -> str:
+                    export_kind: str, spiece_model_file: Optional[str] = None,
+                    batch: Optional[Dict[str, Any]] = None) -> str:
   """`tf.saved_model.save` of `module` with `signatures` through
-  `write_atomically`. Returns `export_dir`."""
-  return write_atomically(
-      export_dir, export_kind,
-      lambda tmp: tf.saved_model.save(module, tmp, signatures=signatures),
-      signatures=sorted(signatures))
+  `write_atomically`. With `spiece_model_file`, a copy of it at
+  `assets.extra/spiece.model` and the marker's `batch` entry: the fields
+  of `batch` (`lower`, `max_seq_length`, what the task adds) plus
+  `spiece_model` (that path) and `spiece_model_sha256`. Returns
+  `export_dir`."""
+  fields = {"signatures": sorted(signatures)}
+  spiece = None
+  if spiece_model_file:
+    # Read before the long save: an unreadable file fails first.
+    try:
+      with open(spiece_model_file, "rb") as f:
+        spiece = f.read()
+    except OSError as e:
+      raise UsageError(f"--spiece_model_file={spiece_model_file}: "
+                       f"{e.strerror}") from None
+    fields["batch"] = dict(batch or {}, spiece_model=_BATCH_SPIECE,
+                           spiece_model_sha256=hashlib.sha256(
+                               spiece).hexdigest())
+
+  def write(tmp):
+    tf.saved_model.save(module, tmp, signatures=signatures)
+    if spiece is not None:
+      path = os.path.join(tmp, *_BATCH_SPIECE.split("/"))
+      os.makedirs(os.path.dirname(path), exist_ok=True)
+      with open(path, "wb") as f:
+        f.write(spiece)
+  return write_atomically(export_dir, export_kind, write, **fields)
 
 
 def write_atomically(export_dir: str, export_kind: str,

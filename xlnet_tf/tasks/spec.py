@@ -22,7 +22,9 @@ class TaskSpec:
   marker records (None: no SavedModel); export: the function that writes
   one. options, workflow, run: its script's options object, workflow class
   and `run(options)` (None: the task has no fine-tuning workflow). script:
-  its entry script(s)."""
+  its entry script(s). batch: its batch-prediction kind
+  (`tasks/batch.py`'s `BatchKind`; None: `run_batch_predict.py` does not
+  take its exports)."""
   name: str
   model_class: type
   hf_architecture: str
@@ -33,6 +35,7 @@ class TaskSpec:
   run: Optional[Callable] = None
   scripts: Tuple[str, ...] = ()
   aliases: Tuple[str, ...] = ()
+  batch: Optional[type] = None
 
   def head_arguments(self, head: dict) -> dict:
     """The entries of `head` that `model_class` takes (None: its default).

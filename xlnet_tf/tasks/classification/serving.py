@@ -6,6 +6,12 @@ Signatures of an export (L the record length):
                    [B, L] (1 = padding) -> logits [B, C], probabilities
                    [B, C], class_id int32 [B], label string [B]
                    (regression: score [B])
+  serve_features   the same at any length T <= L ([B, T]): the features of
+                   `convert_example` with some or all of their leading
+                   padding columns cut (a batch of short texts costs T,
+                   not L). Only for a model read in one window whose
+                   summary reads no padding (summary_type last or attn:
+                   `any_length`); the same answers as serving_default
   serve_text       text string [B] -> the same, tokenized in-graph
   serve_text_pair  text_a, text_b string [B] -> the same
 The raw-text signatures build features exactly as
@@ -13,7 +19,10 @@ The raw-text signatures build features exactly as
 <cls>, longest-first truncation, LEFT padding) with the in-graph tokenizer
 (`data_utils.graph_tokenizer`). Its TF Text ops must be registered before
 loading: `import tensorflow_text` first, and use `xlnet-saved-model-cli`
-where you would use `saved_model_cli`.
+where you would use `saved_model_cli`. An export given the SentencePiece
+model without the raw-text signatures (`text_signatures=False`, the
+features export) uses TensorFlow's own ops only; both carry the model file
+and the marker's `batch` entry (`export.directory.save_atomically`).
 
 A model read in segments (`model.segment_length` S, memory M =
 `options.mem_len`, L = N * S) takes [B, L] features as above, read as N
@@ -110,6 +119,16 @@ def check_layout(max_seq_length: int, segment_length: Optional[int],
   return segmented
 
 
+def any_length(model, max_seq_length: int) -> bool:
+  """Whether `model` answers features of any length T <= `max_seq_length`
+  (leading padding cut) as it answers them padded to L: read in one window
+  (`segment_length` None or L), and a summary that reads no padding
+  position ('first' reads position 0 and 'mean' averages all L, padding
+  included, as the original: cutting padding would change both)."""
+  one_window = model.segment_length in (None, max_seq_length)
+  return one_window and model.summary_type in ("last", "attn")
+
+
 def classifier_features(ids_a: tf.RaggedTensor,
                         ids_b: Optional[tf.RaggedTensor],
                         max_seq_length: int,
@@ -202,6 +221,18 @@ class ClassifierServer(tf.Module):
     return self._classify({"input_ids": input_ids, "segment_ids": segment_ids,
                            "input_mask": input_mask})
 
+  def serve_any_length(self, input_ids, segment_ids, input_mask):
+    """`serve_features` at `[B, T]`, T <= L. A one-segment model reads the
+    segment after an empty memory, as its `call` does, without needing T
+    to be L when traced."""
+    features = {"input_ids": input_ids, "segment_ids": segment_ids,
+                "input_mask": input_mask}
+    if not self.segment_length:
+      return self._classify(features)
+    mems, mems_mask = self.model.initial_memory(tf.shape(input_ids)[0])
+    return self._outputs(self.model.read_segment(features, mems, mems_mask,
+                                                 training=False)[0])
+
   def serve_text(self, text):
     return self._classify(self._features(self.tokenizer.tokenize(text), None))
 
@@ -232,6 +263,9 @@ class ClassifierServer(tf.Module):
     length = self.max_seq_length
     sigs = {"serving_default": signature(self.serve_features,
                                          *feature_specs([None, length]))}
+    if any_length(self.model, length):
+      sigs["serve_features"] = signature(self.serve_any_length,
+                                         *feature_specs([None, None]))
     if self.tokenizer is not None:
       sigs["serve_text"] = signature(self.serve_text, string_spec("text"))
       sigs["serve_text_pair"] = signature(
@@ -251,19 +285,30 @@ class ClassifierServer(tf.Module):
 def export_classifier(model, export_dir: str, max_seq_length: int,
                       regression: bool, labels=None,
                       sp_model_path: Optional[str] = None,
-                      lower: bool = False, keep_end: bool = False) -> str:
+                      lower: bool = False, keep_end: bool = False,
+                      text_signatures: bool = True) -> str:
   """Exports a classifier/regressor through `export.directory.save_atomically`;
-  with `sp_model_path` the raw-text signatures too, and for a model read in
-  segments (`model.segment_length`) `initial_memory` and `serve_segment`.
-  `max_seq_length` is the record length L (N segments: N * S); `keep_end`
-  keeps the end of a text longer than L in the raw-text signatures (as
-  `--keep_end`). Returns the export directory."""
-  check_layout(max_seq_length, model.segment_length, keep_end)
+  `serve_features` where `any_length` holds; with `sp_model_path` (tokenized
+  with `lower`) a copy of it and the marker's `batch` entry, and unless
+  `text_signatures` is False the raw-text signatures too; for a model read
+  in segments (`model.segment_length`) `initial_memory` and
+  `serve_segment`. `max_seq_length` is the record length L (N segments: N *
+  S); `keep_end` keeps the end of a text longer than L in the raw-text
+  signatures (as `--keep_end`). Returns the export directory."""
+  segmented = check_layout(max_seq_length, model.segment_length, keep_end)
   export_kind = REGRESSOR_EXPORT_KIND if regression else CLASSIFIER_EXPORT_KIND
   check_export_dir(export_dir, export_kind)
-  tokenizer = (GraphTokenizer(sp_model_path, lower=lower) if sp_model_path
-               else None)
+  tokenizer = (GraphTokenizer(sp_model_path, lower=lower)
+               if sp_model_path and text_signatures else None)
   server = ClassifierServer(model, max_seq_length, regression, labels,
                             tokenizer, keep_end)
+  batch = dict(lower=bool(lower), max_seq_length=max_seq_length,
+               signature=("serve_features"
+                          if any_length(model, max_seq_length)
+                          else "serving_default"),
+               labels=[] if regression else [str(x) for x in labels or []],
+               regression=bool(regression))
+  if segmented:
+    batch.update(segment_length=model.segment_length, keep_end=keep_end)
   return save_atomically(server, server.signatures(), export_dir,
-                         export_kind)
+                         export_kind, sp_model_path, batch)

@@ -1,6 +1,7 @@
 """The classification and regression tasks (`run_classifier.py`): one
 workflow, two model kinds."""
 
+from xlnet_tf.tasks.classification.batch import ClassifierBatch
 from xlnet_tf.tasks.classification.model import (CLASSIFIER_EXPORT_KIND,
                                                  REGRESSOR_EXPORT_KIND,
                                                  XLNetClassifier,
@@ -11,7 +12,8 @@ from xlnet_tf.tasks.classification.workflow import (ClassifierOptions,
 from xlnet_tf.tasks.spec import TaskSpec
 
 _SCRIPT = dict(options=ClassifierOptions, workflow=ClassifierWorkflow,
-               run=run, scripts=("run_classifier.py",),
+               run=run, scripts=("run_classifier.py", "run_batch_predict.py"),
+               batch=ClassifierBatch,
                export=export_classifier,
                hf_architecture="XLNetForSequenceClassification")
 CLASSIFICATION = TaskSpec("classification", XLNetClassifier,

@@ -210,12 +210,14 @@ class ClassifierWorkflow(RecordsWorkflow):
 
   def export_model(self, model, export_dir, text):
     # The export reads whole records (L = N*S) and, with segments, builds
-    # the same layout in the graph (keep_end included).
+    # the same layout in the graph (keep_end included). Both exports carry
+    # the SentencePiece model (for batch inference tokenizing in Python);
+    # only the text one tokenizes in the graph.
     return export_classifier(
         model, export_dir, self.record_length, self.regression,
         labels=None if self.regression else self.labels,
-        sp_model_path=self.opts.spiece_model_file if text else None,
-        lower=self.opts.uncased, keep_end=self.opts.keep_end)
+        sp_model_path=self.opts.spiece_model_file, lower=self.opts.uncased,
+        keep_end=self.opts.keep_end, text_signatures=text)
 
 
 def run(opts: ClassifierOptions) -> dict:

@@ -85,8 +85,9 @@ def encode_layers(encoder: XLNetModel, input_ids, segment_ids, input_mask,
                   layers: Sequence[int], segment_length: int,
                   mem_len: int) -> tf.Tensor:
   """Features `[B, T]` -> states `[B, K, T, D]` of `layers` (indices in
-  [0, n_layer]); T <= `segment_length` in one pass, else T = N * S in N
-  segments with a memory of `mem_len` (graph code: usable in tf.function)."""
+  [0, n_layer]: Python ints, or an int32 tensor `[K]` chosen at run time);
+  T <= `segment_length` in one pass, else T = N * S in N segments with a
+  memory of `mem_len` (graph code: usable in tf.function)."""
   input_ids = tf.convert_to_tensor(input_ids, tf.int32)
   segment_ids = tf.convert_to_tensor(segment_ids, tf.int32)
   input_mask = tf.convert_to_tensor(input_mask, tf.float32)
@@ -101,10 +102,18 @@ def encode_layers(encoder: XLNetModel, input_ids, segment_ids, input_mask,
   return tf.cond(length > segment_length, segments, one_pass)
 
 
+def _pick(hidden_states, layers) -> tf.Tensor:
+  """`[B, K, T, D]`: the `hidden_states` (n_layer + 1 `[B, T, D]`) of
+  `layers`; a tensor of layers gathers from all of them stacked."""
+  if tf.is_tensor(layers):
+    return tf.gather(tf.stack(hidden_states, axis=1), layers, axis=1)
+  return tf.stack([hidden_states[k] for k in layers], axis=1)
+
+
 def _one_pass(encoder, input_ids, segment_ids, input_mask, layers):
   out = encoder(input_ids, segment_ids=segment_ids, input_mask=input_mask,
                 mem_len=0, return_hidden_states=True)
-  return tf.stack([out["hidden_states"][k] for k in layers], axis=1)
+  return _pick(out["hidden_states"], layers)
 
 
 def _segments(encoder, input_ids, segment_ids, input_mask, layers,
@@ -122,17 +131,18 @@ def _segments(encoder, input_ids, segment_ids, input_mask, layers,
     out = encoder(ids, segment_ids=segs, input_mask=mask, mems=list(mems),
                   mems_mask=mems_mask, mem_len=mem_len, reuse_len=0,
                   return_hidden_states=True)
-    layer_states = tf.stack([out["hidden_states"][k] for k in layers], 1)
+    layer_states = _pick(out["hidden_states"], layers)
     return (i + 1, out["new_mems"], memory_mask(mems_mask, mask, mem_len),
             states.write(i, layer_states))
 
+  count = tf.size(layers) if tf.is_tensor(layers) else len(layers)
   states = tf.TensorArray(dtype, size=n, element_shape=[
-      None, len(layers), segment_length, d_model])
+      None, None if tf.is_tensor(layers) else count, segment_length,
+      d_model])
   _, _, _, states = tf.while_loop(lambda i, *_: i < n, body,
                                   (tf.constant(0), mems, mems_mask, states))
   stacked = tf.transpose(states.stack(), [1, 2, 0, 3, 4])  # [B, K, N, S, D]
-  return tf.reshape(stacked, [batch, len(layers), n * segment_length,
-                              d_model])
+  return tf.reshape(stacked, [batch, count, n * segment_length, d_model])
 
 
 def pool_states(states, input_mask, poolings: Sequence[str],
@@ -340,7 +350,8 @@ def text_features(ids: tf.RaggedTensor, segment_length: int) -> dict:
 def embed_text_signature(root: tf.Module, encoder: XLNetModel,
                          tokenizer: GraphTokenizer, max_seq_length: int):
   """The `embed_text` signature (a concrete function to register under that
-  name), its encoder, tokenizer and function attached to `root`.
+  name), its encoder's weights, tokenizer and function attached to
+  `root`.
 
   Input `text` tf.string `[B]`. Outputs (T = N * max_seq_length, N the
   windows the longest text needs; the last layer):
@@ -366,9 +377,13 @@ def embed_text_signature(root: tf.Module, encoder: XLNetModel,
     out.update({k: tf.cast(v[:, 0], tf.float32) for k, v in pooled.items()})
     return out
 
-  function = tf.function(embed_text, input_signature=[
+  # Without autograph (the loop is a tf.while_loop already; converting the
+  # encoder's code was most of the export's trace time), and the encoder's
+  # variables tracked rather than the layer (saving a Keras layer traces
+  # each of its calls again).
+  function = tf.function(embed_text, autograph=False, input_signature=[
       tf.TensorSpec([None], tf.string, "text")])
-  root.embed_text_encoder = encoder
+  root.embed_text_weights = list(encoder.weights)
   root.embed_text_tokenizer = tokenizer
   root.embed_text_function = function
   return function.get_concrete_function()

@@ -2,7 +2,8 @@
 text, the loop in the graph.
 
 Signatures of an export (`export_language_model`; N = max_seq_length, the
-prompt window; T = max_new_tokens):
+prompt window; T = max_new_tokens; W the length of the rows given to the
+ids signatures):
   generate_greedy  text string [B] -> the outputs below, each next token the
                    most probable one
   generate_sample  text string [B], temperature float32 [], top_k int32 []
@@ -19,6 +20,21 @@ prompt window; T = max_new_tokens):
                    used)
   embed_text       text string [B] -> the embeddings of
                    `embeddings.embed_text_signature`
+  embed_ids        input_ids, segment_ids int32 [B, W], input_mask float32
+                   [B, W] (1 = padding), layers int32 [K] (indices in [0,
+                   n_layer]: 0 the embeddings, n_layer the last layer)
+                   -> states float32 [B, K, W, D], and last, first, mean,
+                   masked_mean float32 [B, K, D]: the features of
+                   `embedding_files.window_features` (pieces <sep> <cls>,
+                   LEFT padded), W <= N one window, W = k * N k segments
+                   with a memory of N, as `embeddings.Embedder` with
+                   max_seq_length N (`encode_layers`, `pool_states`); any
+                   other W or layer is an InvalidArgumentError naming it
+  score_ids        input_ids int32 [B, W], target_order int32 [B, W],
+                   input_mask float32 [B, W] -> log_probs float32 [B, P]:
+                   `scoring.target_log_probs` on rows of `scoring.layout`
+                   and `scoring.pad_left` (one pass, any W), what
+                   `TextScorer` computes (P the most targets of a row)
 A prompt is the `GraphTokenizer` ids of the text (those of
 `SentencePieceTokenizer.encode_ids`), its LAST N pieces when it has more,
 LEFT-padded to N (`prompt_features`); a text without pieces is an error
@@ -26,7 +42,9 @@ LEFT-padded to N (`prompt_features`); a text without pieces is an error
 `generation.decode` on it (ids past the tokenizer's vocabulary never
 chosen), so a loaded export answers what `decode` answers in Python for the
 same ids. The TF Text ops must be registered before loading: `import
-tensorflow_text` first.
+tensorflow_text` first. The export carries the SentencePiece model and the
+marker's `batch` entry (`export.directory.save_atomically`; plus `n_layer`),
+for a job that tokenizes in Python and calls embed_ids / score_ids.
 """
 
 from __future__ import annotations
@@ -40,10 +58,14 @@ from data_utils.errors import UsageError, check_positive
 from data_utils.graph_tokenizer import GraphTokenizer
 from data_utils.tokenization import PAD_ID, SPECIAL_SYMBOLS
 from xlnet_tf.export.directory import check_export_dir, save_atomically
-from xlnet_tf.tasks.base import string_spec
-from xlnet_tf.tasks.language_model.embeddings import embed_text_signature
+from xlnet_tf.tasks.base import feature_specs, string_spec
+from xlnet_tf.tasks.language_model.embeddings import (SIGNATURE_POOLINGS,
+                                                      embed_text_signature,
+                                                      encode_layers,
+                                                      pool_states)
 from xlnet_tf.tasks.language_model.generation import decode
 from xlnet_tf.tasks.language_model.model import EXPORT_KIND, XLNetPretrainer
+from xlnet_tf.tasks.language_model.scoring import target_log_probs
 
 GENERATION_OUTPUTS = ("tokens", "log_probs", "lengths", "text",
                       "prompt_lengths")
@@ -137,6 +159,33 @@ class LanguageModelServer(tf.Module):
     return self._generate(text, greedy=False, temperature=temperature,
                           top_k=top_k, top_p=top_p, seed=seed)
 
+  def embed_ids(self, input_ids, segment_ids, input_mask, layers):
+    length, window = tf.shape(input_ids)[1], self.max_seq_length
+    n_layer = self._held.lm.encoder.config.n_layer
+    # Out-of-range layers would gather zeros on some devices, and a length
+    # past the window that is no whole number of windows fail in a reshape:
+    # both refused by name.
+    valid_layers = tf.reduce_all((layers >= 0) & (layers <= n_layer))
+    valid_length = (length <= window) | tf.equal(length % window, 0)
+    checks = [
+        tf.debugging.Assert(valid_layers, [
+            f"layers: indices must be in [0, {n_layer}] (0 = the "
+            f"embeddings, {n_layer} = the last layer), got", layers]),
+        tf.debugging.Assert(valid_length, [
+            f"input_ids: length must be at most {window} or a multiple of "
+            "it, got", length])]
+    with tf.control_dependencies(checks):
+      input_ids, layers = tf.identity(input_ids), tf.identity(layers)
+    states = tf.cast(encode_layers(
+        self._held.lm.encoder, input_ids, segment_ids, input_mask, layers,
+        window, window), tf.float32)  # float32 out, whatever the policy
+    out = pool_states(states, input_mask, SIGNATURE_POOLINGS, window)
+    return dict(out, states=states)
+
+  def score_ids(self, input_ids, target_order, input_mask):
+    return {"log_probs": target_log_probs(self._held.lm, input_ids,
+                                          target_order, input_mask)}
+
   def signatures(self) -> dict:
     text = string_spec("text")
     return {
@@ -150,6 +199,12 @@ class LanguageModelServer(tf.Module):
         "embed_text": embed_text_signature(self, self._held.lm.encoder,
                                            self.tokenizer,
                                            self.max_seq_length),
+        "embed_ids": _traced(self.embed_ids, *feature_specs([None, None]),
+                             tf.TensorSpec([None], tf.int32, "layers")),
+        "score_ids": _traced(
+            self.score_ids, tf.TensorSpec([None, None], tf.int32, "input_ids"),
+            tf.TensorSpec([None, None], tf.int32, "target_order"),
+            tf.TensorSpec([None, None], tf.float32, "input_mask")),
     }
 
 
@@ -186,5 +241,7 @@ def export_language_model(lm: XLNetPretrainer, spiece_model_file: str,
   tokenizer = GraphTokenizer(spiece_model_file, lower=uncased)
   server = LanguageModelServer(lm, tokenizer, max_seq_length,
                                max_new_tokens, stop_ids)
+  batch = dict(lower=bool(uncased), max_seq_length=max_seq_length,
+               n_layer=lm.encoder.config.n_layer)
   return save_atomically(server, server.signatures(), export_dir,
-                         EXPORT_KIND)
+                         EXPORT_KIND, spiece_model_file, batch)

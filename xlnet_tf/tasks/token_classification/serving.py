@@ -6,6 +6,10 @@ Signatures of an export (`export_token_classifier`):
                    [B, L] (1 = padding) -> logits [B, L, C], probabilities
                    [B, L, C], tag_ids int32 [B, L] (argmax), tags string
                    [B, L] (the label of tag_ids)
+  serve_features   the same at any length T <= L ([B, T] in, [B, T, C] and
+                   [B, T] out): windows of `sentence_windows` with some or
+                   all of their leading padding columns cut; a position
+                   that is not padding gets serving_default's answer
   serve_text       text string [B] -> per text, padded to the batch's
                    largest count (W words, E entities):
                      num_words int32 [B]
@@ -38,6 +42,9 @@ window choice are `windows.py`'s own functions run on
 (`schemes.boundary_table`).
 Every word gets exactly one tag; an empty text has no words. The TF Text
 ops must be registered before loading: `import tensorflow_text` first.
+Without `serve_text` (`text_signatures=False`: the features export) only
+TensorFlow's own ops are used; given the SentencePiece model, both carry it
+and the marker's `batch` entry (`export.directory.save_atomically`).
 """
 
 from __future__ import annotations
@@ -324,8 +331,12 @@ class TokenClassifierServer(tf.Module):
 
   def signatures(self) -> dict:
     length = self.max_seq_length
+    # Real positions never attend padding and see each other at the same
+    # relative distances: cutting leading padding changes no answer.
     sigs = {"serving_default": signature(self.serve_features,
-                                         *feature_specs([None, length]))}
+                                         *feature_specs([None, length])),
+            "serve_features": signature(self.serve_features,
+                                        *feature_specs([None, None]))}
     if self.tokenizer is not None:
       sigs["serve_text"] = signature(self.serve_text, string_spec("text"))
     return sigs
@@ -334,22 +345,28 @@ class TokenClassifierServer(tf.Module):
 def export_token_classifier(model, export_dir: str, max_seq_length: int,
                             doc_stride: int, labels: Sequence[str],
                             sp_model_path: Optional[str] = None,
-                            lower: bool = False) -> str:
+                            lower: bool = False,
+                            text_signatures: bool = True) -> str:
   """Exports an `XLNetForTokenClassification` (`labels[i]` = class i, IOB2)
   through `directory.save_atomically`; with `sp_model_path` (and `lower`,
-  as the run tokenized) the raw-text signature `serve_text` too. Returns
-  `export_dir`."""
+  as the run tokenized) a copy of it and the marker's `batch` entry, and
+  unless `text_signatures` is False the raw-text signature `serve_text`.
+  Returns `export_dir`."""
   check_export_dir(export_dir, EXPORT_KIND)
   NerFeatureSettings(max_seq_length, doc_stride).validate()
   if len(labels) != model.n_class:
     raise UsageError(f"label list: {len(labels)} labels for a model of "
                      f"{model.n_class} classes")
   tokenizer, empty_word_id = None, 0
-  if sp_model_path:
+  if sp_model_path and text_signatures:
     tokenizer = GraphTokenizer(sp_model_path, lower=lower)
     word_pieces = WordPieces(SentencePieceTokenizer(sp_model_path,
                                                     lower=lower))
     empty_word_id = word_pieces.ids(word_pieces.empty_word)[0]
   server = TokenClassifierServer(model, max_seq_length, doc_stride, labels,
                                  tokenizer, empty_word_id)
-  return save_atomically(server, server.signatures(), export_dir, EXPORT_KIND)
+  batch = dict(lower=bool(lower), max_seq_length=max_seq_length,
+               signature="serve_features", doc_stride=doc_stride,
+               labels=[str(x) for x in labels])
+  return save_atomically(server, server.signatures(), export_dir, EXPORT_KIND,
+                         sp_model_path, batch)

@@ -303,11 +303,12 @@ class NerWorkflow(FinetuneWorkflow):
     return path
 
   def export_model(self, model, export_dir, text):
+    # Both exports carry the SentencePiece model (batch inference tokenizes
+    # in Python); only the text one tokenizes in the graph.
     return export_token_classifier(
         model, export_dir, self.opts.max_seq_length, self.opts.doc_stride,
-        self.labels,
-        sp_model_path=self.opts.spiece_model_file if text else None,
-        lower=self.opts.uncased)
+        self.labels, sp_model_path=self.opts.spiece_model_file,
+        lower=self.opts.uncased, text_signatures=text)
 
 
 def run(opts: NerOptions) -> dict:

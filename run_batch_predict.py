@@ -1,0 +1,168 @@
+"""Runs an exported model over a corpus on Apache Beam: labels, entities,
+embeddings or scores for millions of texts, on this machine or a cluster.
+
+    python run_batch_predict.py --export_dir=finetuned/sst2/saved_model \
+        --input='crawl/*.jsonl' --text_column=text --output_dir=preds \
+        --runner=DirectRunner \
+        --pipeline_options="--direct_num_workers=2 --direct_running_mode=multi_processing"
+
+The export decides what is predicted:
+  classifier / regressor   label, class_id, probabilities, logits / score
+                           (`--text_b_column` for text pairs)
+  token_classifier         words, their character offsets, tags, entities
+  language_model           `--job=embed`: pieces with offsets and pooled
+                           vectors of `--layers` (`--pooling`), piece
+                           vectors with `--tfrecord`; `--job=score`: each
+                           piece's left-to-right log-probability
+Inputs (`--input`, comma-separated globs): text lines, TSV/CSV columns,
+JSONL fields or CoNLL sentences (`--input_format`), each row keyed by
+`(file, line)`. `--output_dir` gets `predictions-*-of-*.jsonl` (each row
+with its file and line), `dead-letter-*-of-*.jsonl` (each row that could
+not be predicted, with its reason) and `manifest.json` (every shard's rows
+and sha256, the counts, the padding). See `xlnet_tf/batch_predict/`.
+"""
+
+import json
+import os
+import re
+
+from absl import app, flags
+
+from data_utils import beam_jobs
+from data_utils.batch_inputs import (FORMATS, InputSpec, check_spec,
+                                     file_format, input_files)
+from data_utils.errors import UsageError, check_positive, run_main
+from xlnet_tf.batch_predict.job import BatchJob, resolve_export
+from xlnet_tf.batch_predict.run import check_output_dir, run_job, summary
+from xlnet_tf.tasks.language_model.batch import JOBS
+from xlnet_tf.tasks.language_model.embeddings import SIGNATURE_POOLINGS
+
+def define_flags() -> None:
+  """The script's flags (defined when run as a script, so that tests can
+  import this module and call `job_from_flags` with any flag object)."""
+  flags.DEFINE_string("export_dir", None, "An export of this project (a "
+                      "fine-tuned model's export root or one version, or a "
+                      "language-model export).")
+  flags.DEFINE_string("input", None, "Input files: comma-separated globs.")
+  flags.DEFINE_enum("input_format", "auto", list(FORMATS), "auto: .tsv, "
+                    ".csv, .jsonl, .conll by name, else one text per line.")
+  flags.DEFINE_string("text_column", None, "TSV/CSV column (name or 0-based "
+                      "index) or JSONL field of the text.")
+  flags.DEFINE_string("text_b_column", None, "The second text's column or "
+                      "field (classifier pairs).")
+  flags.DEFINE_string("output_dir", None, "Where the shards and the manifest "
+                      "go.")
+  flags.DEFINE_enum("job", None, list(JOBS), "With a language-model export: "
+                    "embed or score.")
+  flags.DEFINE_list("layers", ["-1"], "--job=embed: layers (0 the "
+                    "embeddings, -1 the last).")
+  flags.DEFINE_list("pooling", ["masked_mean"], "--job=embed: any of "
+                    f"{', '.join(SIGNATURE_POOLINGS)}.")
+  flags.DEFINE_bool("tfrecord", False, "--job=embed: also TFRecord shards "
+                    "with per-piece vectors (run_embed.py's .tfrecord layout).")
+  flags.DEFINE_integer("batch_size", 32, "Rows per model call, at most.")
+  flags.DEFINE_bool("bucketing", True, "Batch rows of similar length "
+                    "together (less padding).")
+  flags.DEFINE_integer("rows_per_shard", 50_000, "Rows per output shard.")
+  flags.DEFINE_bool("overwrite", False, "Replace output-named files in "
+                    "--output_dir that this job did not write.")
+  beam_jobs.define_flags()
+
+
+_WORKERS = re.compile(r"^--(?:direct_num_workers|num_workers|"
+                      r"max_num_workers)=(\d+)$")
+
+
+def _job_options(f, export) -> dict:
+  jobs = export.spec.batch.jobs
+  if f.job is None:
+    raise UsageError(f"--job: a {export.kind} export needs --job="
+                     f"{' or --job='.join(jobs)}")
+  if f.job == "score":
+    return {"job": "score"}
+  n_layer = int(export.meta["n_layer"])
+  layers = []
+  for value in f.layers:
+    if not re.fullmatch(r"-?\d+", value.strip()) or not \
+        -(n_layer + 1) <= int(value) <= n_layer:
+      raise UsageError(f"--layers={','.join(f.layers)}: {value} is not a "
+                       f"layer of the model (0..{n_layer}, -1 the last)")
+    layers.append(int(value) % (n_layer + 1))
+  poolings = list(dict.fromkeys(f.pooling))
+  for name in poolings:
+    if name not in SIGNATURE_POOLINGS:
+      raise UsageError(f"--pooling={name}: the export pools "
+                       f"{', '.join(SIGNATURE_POOLINGS)}")
+  return {"job": "embed", "layers": layers, "poolings": poolings,
+          "piece_vectors": True}
+
+
+def _options(f, export) -> dict:
+  if export.spec.batch.jobs:
+    options = _job_options(f, export)
+  elif f.job is not None:
+    raise UsageError(f"--job={f.job}: only for a language-model export "
+                     f"(this is a {export.kind} export)")
+  else:
+    options = {}
+  if f.tfrecord and options.get("job") != "embed":
+    raise UsageError("--tfrecord: only with --job=embed")
+  if f.text_b_column and not export.spec.batch.pairs:
+    raise UsageError(f"--text_b_column: only for a classifier or regressor "
+                     f"export (this is a {export.kind} export)")
+  return options
+
+
+def _expected_rows(files, spec: InputSpec):
+  """About how many rows (lines, less headers) for the ETA; None for
+  CoNLL (sentences)."""
+  total = 0
+  for path in files:
+    kind = file_format(path, spec.input_format)
+    if kind == "conll":
+      return None
+    with open(path, "rb") as g:
+      total += sum(block.count(b"\n") for block in iter(
+          lambda: g.read(1 << 20), b"")) - (kind in ("tsv", "csv"))
+  return max(total, 0)
+
+
+def job_from_flags(f):
+  """`(job, Beam's arguments)`, every flag checked (one-line UsageError),
+  in the order a user reads them, before any work."""
+  beam_args = beam_jobs.check_options(f.runner or "DirectRunner",
+                                      f.pipeline_options)
+  for name in ("export_dir", "input", "output_dir"):
+    if not getattr(f, name):
+      raise UsageError(f"--{name} is required")
+  check_positive(f.batch_size, "batch_size")
+  check_positive(f.rows_per_shard, "rows_per_shard")
+  export = resolve_export(f.export_dir)
+  files = input_files(f.input)
+  spec = InputSpec(f.input_format, f.text_column, f.text_b_column)
+  check_spec(spec, files[0])
+  options = _options(f, export)
+  workers = [int(m.group(1)) for m in map(_WORKERS.match, beam_args) if m]
+  job = BatchJob(export, f.input, tuple(files), spec, options,
+                 os.path.abspath(f.output_dir), f.rows_per_shard, f.tfrecord,
+                 f.batch_size, f.bucketing, f.overwrite,
+                 _expected_rows(files, spec), max(workers, default=1))
+  check_output_dir(job)
+  return job, beam_args
+
+
+def _run():
+  job, beam_args = job_from_flags(flags.FLAGS)
+  manifest = run_job(job, beam_args)
+  print(json.dumps(summary(manifest, flags.FLAGS.output_dir)))
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+  return run_main("run_batch_predict", _run)
+
+
+if __name__ == "__main__":
+  define_flags()
+  app.run(main)

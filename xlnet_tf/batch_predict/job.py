@@ -1,0 +1,133 @@
+"""A batch-prediction job: which export, which inputs, what to write; all
+of it checked before any work (one-line `UsageError`s naming the flag).
+
+The export is a directory this project wrote:
+  - a fine-tuned model's export root (`<export_dir>/` with `features/`,
+    `text/`, ... versions): the newest version of `features` is read (plain
+    TensorFlow ops: workers need no tensorflow_text);
+  - one version directory (`<export_dir>/features/<step>`, or `text/...`);
+  - a language-model export (`run_generate.py --export_dir`).
+Its marker's `batch` entry says how it was made (its SentencePiece model,
+copied into `assets.extra/`, lower-casing, lengths, labels, signature);
+an export without one (made before batch prediction) is refused.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+from typing import Optional, Tuple
+
+from data_utils.batch_inputs import InputSpec
+from data_utils.errors import UsageError
+from xlnet_tf.export.directory import EXPORT_MARKER, read_export_marker
+from xlnet_tf.export.layout import LAYOUT
+from xlnet_tf.tasks.batch import BatchKind
+from xlnet_tf.tasks.registry import TASKS
+from xlnet_tf.tasks.spec import TaskSpec
+
+
+@dataclasses.dataclass(frozen=True)
+class Export:
+  path: str           # the SavedModel directory
+  kind: str           # the marker's export kind
+  spec: TaskSpec
+  meta: dict          # the marker's `batch` entry
+  spiece_model: str   # the SentencePiece model inside the export
+
+
+def _newest_version(root: str, where: str) -> str:
+  features = os.path.join(root, "features")
+  steps = sorted(int(n) for n in os.listdir(features) if n.isdigit()) \
+      if os.path.isdir(features) else []
+  if not steps:
+    raise UsageError(f"{where}: an export root without a features version")
+  return os.path.join(features, str(steps[-1]))
+
+
+def batch_kinds() -> Tuple[str, ...]:
+  """The export kinds batch prediction takes (their specs name a batch
+  kind)."""
+  return tuple(dict.fromkeys(s.export_kind for s in TASKS if s.batch))
+
+
+def resolve_export(export_dir: str) -> Export:
+  """The export at `export_dir` (see the module docstring), or a one-line
+  UsageError naming `--export_dir`."""
+  where = f"--export_dir={export_dir}"
+  if not os.path.isdir(export_dir):
+    raise UsageError(f"{where}: no such directory")
+  marker = read_export_marker(export_dir)
+  if marker is None:
+    raise UsageError(f"{where}: not an xlnet-tf export (no readable "
+                     f"{EXPORT_MARKER})")
+  path = export_dir
+  if marker.get("layout") == LAYOUT:
+    path = _newest_version(export_dir, where)
+    where = f"--export_dir={export_dir} (version {path})"
+    marker = read_export_marker(path)
+    if marker is None:
+      raise UsageError(f"{where}: no readable {EXPORT_MARKER}")
+  kind = str(marker.get("kind"))
+  spec = next((s for s in TASKS if s.export_kind == kind and s.batch), None)
+  if spec is None:
+    raise UsageError(f"{where}: a {kind} export; batch prediction takes "
+                     f"{', '.join(batch_kinds())} exports")
+  meta = marker.get("batch")
+  if not isinstance(meta, dict):
+    raise UsageError(f"{where}: made without its SentencePiece model "
+                     "(exported before batch prediction, or without "
+                     "--spiece_model_file); export it again")
+  if not os.path.isfile(os.path.join(path, "saved_model.pb")):
+    raise UsageError(f"{where}: no saved_model.pb")
+  spiece = os.path.join(path, meta.get("spiece_model", ""))
+  if not os.path.isfile(spiece) or _sha256(spiece) != meta.get(
+      "spiece_model_sha256"):
+    raise UsageError(f"{where}: its SentencePiece model {spiece} is missing "
+                     "or not the one it was exported with")
+  return Export(os.path.abspath(path), kind, spec, meta,
+                os.path.abspath(spiece))
+
+
+def _sha256(path: str) -> str:
+  with open(path, "rb") as f:
+    return hashlib.sha256(f.read()).hexdigest()
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchJob:
+  """Everything a worker needs, checked: the export, the input files and
+  how to read them, the kind's own options, and how to batch and write.
+  `expected_rows` (None: unknown) and `workers` only feed the progress
+  lines' ETA."""
+  export: Export
+  patterns: str
+  files: Tuple[str, ...]
+  inputs: InputSpec
+  options: dict
+  output_dir: str
+  rows_per_shard: int = 50_000
+  tfrecord: bool = False
+  batch_size: int = 32
+  bucketing: bool = True
+  overwrite: bool = False
+  expected_rows: Optional[int] = None
+  workers: int = 1
+
+  def kind(self) -> BatchKind:
+    return self.export.spec.batch(self.export.meta, self.options,
+                                  self.export.spiece_model)
+
+  @property
+  def source(self) -> str:
+    """What the outputs are made from (the output ledger's `source`): a
+    re-run of the same export over the same inputs replaces them."""
+    patterns = ",".join(os.path.abspath(p.strip())
+                        for p in self.patterns.split(",") if p.strip())
+    return f"{self.export.path}?input={patterns}"
+
+  def positions_per_batch(self) -> int:
+    """A batch's bound in positions: `batch_size` rows of one window (a
+    text read in several windows counts as several rows)."""
+    return self.batch_size * int(self.export.meta["max_seq_length"])

@@ -1,0 +1,185 @@
+"""The batch-prediction pipeline (Apache Beam):
+
+  input files -> Reshuffle -> read rows -> Reshuffle -> prepare (tokenize,
+  features) -> RunInference (keyed by (file, line), batches of similar
+  length) -> rows -> shards of JSONL (and TFRecord) in the job's folder
+
+Rows that cannot be read or prepared leave the main path as dead rows
+`(key, reason)` and are written as the `dead-letter` stream. The job's
+counts travel as data, summed into the job folder's `stats.json`
+(`rows_read`, `positions_real`, `positions_fed`, `batches`): Beam's
+counters can miss the rows of batches its timers flushed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Iterator, Tuple
+
+import apache_beam as beam
+from apache_beam.ml.inference.base import KeyedModelHandler, RunInference
+from apache_beam.transforms.util import SortAndBatchElements
+
+from data_utils.atomic import atomic_path
+from data_utils.batch_inputs import DeadRow, read_rows
+from xlnet_tf.batch_predict.handler import (ExportModelHandler,
+                                            element_length)
+from xlnet_tf.batch_predict.job import BatchJob
+from xlnet_tf.batch_predict.shards import shard_count, shard_of, write_shard
+from xlnet_tf.tasks.batch import RowProblem
+
+DEAD, STATS = "dead", "stats"
+STATS_FILE = "stats.json"
+
+
+def _dead(key: Tuple[str, int], reason: str):
+  line = json.dumps({"file": key[0], "line": key[1], "reason": reason},
+                    ensure_ascii=False)
+  return beam.pvalue.TaggedOutput(DEAD, (key, line, None))
+
+
+class _ReadRows(beam.DoFn):
+  def __init__(self, job: BatchJob):
+    self.job = job
+
+  def process(self, path: str) -> Iterator:
+    rows = 0
+    for row in read_rows(path, self.job.inputs):
+      rows += 1
+      if isinstance(row, DeadRow):
+        yield _dead((row.file, row.line), row.reason)
+      else:
+        yield ((row.file, row.line), row.fields)
+    yield beam.pvalue.TaggedOutput(STATS, {"rows_read": rows})
+
+
+class _Prepare(beam.DoFn):
+  def __init__(self, job: BatchJob):
+    self.job = job
+    self.kind = None
+
+  def setup(self):
+    self.kind = self.job.kind()
+
+  def process(self, element) -> Iterator:
+    key, fields = element
+    try:
+      yield key, (fields, self.kind.prepare(fields))
+    except RowProblem as e:
+      yield _dead(key, str(e))
+
+
+class _Format(beam.DoFn):
+  def __init__(self, job: BatchJob):
+    self.job = job
+    self.kind = None
+
+  def setup(self):
+    self.kind = self.job.kind()
+
+  def process(self, element) -> Iterator:
+    key, result = element
+    fields, prepared = result.example
+    output, padding, first = result.inference
+    row = {"file": key[0], "line": key[1]}
+    row.update(self.kind.row(fields, prepared.payload, output))
+    example = (self.kind.example(key, fields, prepared.payload, output)
+               if self.job.tfrecord else None)
+    yield key, json.dumps(row, ensure_ascii=False), example
+    yield beam.pvalue.TaggedOutput(STATS, {
+        "positions_real": padding.real, "positions_fed": padding.fed,
+        "batches": int(first)})
+
+
+class _WriteShard(beam.DoFn):
+  def __init__(self, job_dir: str, stream: str, tfrecord: bool):
+    self.job_dir, self.stream, self.tfrecord = job_dir, stream, tfrecord
+
+  def process(self, element, shards: int) -> Iterator[str]:
+    index, rows = element
+    yield from write_shard(self.job_dir, self.stream, index, shards, rows,
+                           self.tfrecord)
+
+
+def _write(rows, stream: str, job: BatchJob, job_dir: str, tfrecord: bool):
+  """Rows `(key, json_line, example)` -> the stream's shards."""
+  shards = (rows | f"Count {stream}" >> beam.combiners.Count.Globally()
+            | f"Shards {stream}" >> beam.Map(shard_count,
+                                             job.rows_per_shard))
+  shards = beam.pvalue.AsSingleton(shards)
+  return (rows
+          | f"Key {stream}" >> beam.Map(lambda r, n: (shard_of(r[0], n), r),
+                                        shards)
+          | f"Group {stream}" >> beam.GroupByKey()
+          | f"Write {stream}" >> beam.ParDo(
+              _WriteShard(job_dir, stream, tfrecord), shards))
+
+
+class BatchPredict(beam.PTransform):
+  """The whole job as one transform of the pipeline's root (several jobs
+  can share a pipeline, each under its own label); its files land in
+  `job_dir`."""
+
+  def __init__(self, job: BatchJob, job_dir: str):
+    super().__init__()
+    self.job, self.job_dir = job, job_dir
+
+  def expand(self, root):
+    job, job_dir = self.job, self.job_dir
+    handler = KeyedModelHandler(ExportModelHandler(
+        job.export.path, job.kind(), job.batch_size,
+        expected_rows=(-(-job.expected_rows // job.workers)
+                       if job.expected_rows else None)))
+    read = (root
+            | "Files" >> beam.Create(list(job.files))
+            | "Spread files" >> beam.Reshuffle()
+            | "Read" >> beam.ParDo(_ReadRows(job)).with_outputs(
+                DEAD, STATS, main="rows"))
+    prepared = (read.rows
+                | "Spread rows" >> beam.Reshuffle()
+                | "Prepare" >> beam.ParDo(_Prepare(job)).with_outputs(
+                    DEAD, main="ok"))
+    ready = prepared.ok
+    if job.bucketing:
+      ready = (ready
+               | "Batch by length" >> SortAndBatchElements(
+                   min_batch_size=1, max_batch_size=job.batch_size,
+                   max_batch_weight=job.positions_per_batch(),
+                   element_size_fn=element_length))
+      handler = handler.with_no_batching()
+    predicted = (ready
+                 | "RunInference" >> RunInference(handler)
+                 | "Rows" >> beam.ParDo(_Format(job)).with_outputs(
+                     STATS, main="rows"))
+    dead = (read[DEAD], prepared[DEAD]) | "Dead rows" >> beam.Flatten()
+    _write(predicted.rows, "predictions", job, job_dir, job.tfrecord)
+    _write(dead, "dead-letter", job, job_dir, False)
+    return ((read[STATS], predicted[STATS]) | "Stats" >> beam.Flatten()
+            | "Sum stats" >> beam.CombineGlobally(_SumStats())
+            | "Write stats" >> beam.Map(_write_stats, job_dir))
+
+
+class _SumStats(beam.CombineFn):
+  def create_accumulator(self):
+    return {}
+
+  def add_input(self, total, stats):
+    for k, v in stats.items():
+      total[k] = total.get(k, 0) + v
+    return total
+
+  def merge_accumulators(self, totals):
+    out = {}
+    for total in totals:
+      out = self.add_input(out, total)
+    return out
+
+  def extract_output(self, total):
+    return total
+
+
+def _write_stats(stats: dict, job_dir: str) -> None:
+  with atomic_path(os.path.join(job_dir, STATS_FILE)) as tmp:
+    with open(tmp, "w", encoding="utf-8") as f:
+      json.dump(stats, f, sort_keys=True)

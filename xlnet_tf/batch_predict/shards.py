@@ -1,0 +1,139 @@
+"""A batch job's output files: sharded JSONL (and TFRecord) written by the
+workers into the job's temp folder, then moved into `--output_dir` by the
+driver with a manifest and the folder's output ledger.
+
+Names (N shards of a stream, K its index, both zero-padded to 5 digits):
+  predictions-KKKKK-of-NNNNN.jsonl     one row per line, sorted by key
+  predictions-KKKKK-of-NNNNN.tfrecord  one tf.train.Example per row, the
+                                       same rows in the same order
+                                       (embeddings with --tfrecord)
+  dead-letter-KKKKK-of-NNNNN.jsonl     {"file", "line", "reason"} per row
+  manifest.json                        every shard's name, rows, sha256,
+                                       and the counts
+A row's shard is a hash of its key `(file, line)` and N follows from the
+row count (`--rows_per_shard`), so the same rows give the same files
+whatever the runner, the workers or the retries. Each worker writes a
+shard under a temp name, renames it, and leaves `<name>.info.json` (rows,
+sha256) beside it for the driver.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+import zlib
+from typing import Dict, Iterable, List, Optional, Tuple
+
+import tensorflow as tf
+
+from data_utils.atomic import atomic_path
+
+STREAMS = ("predictions", "dead-letter")
+MANIFEST = "manifest.json"
+_INFO = ".info.json"
+# What this job may write in --output_dir (anything else there is left be).
+OUTPUT_NAME = re.compile(r"^(?:(?:predictions|dead-letter)-\d{5}-of-\d{5}"
+                         r"\.(?:jsonl|tfrecord)|manifest\.json)$")
+
+
+def shard_count(rows: int, rows_per_shard: int) -> int:
+  """Shards for `rows` rows (at least one).
+
+  Example:
+    >>> shard_count(0, 10), shard_count(10, 10), shard_count(11, 10)
+    (1, 1, 2)
+  """
+  return max(1, math.ceil(rows / rows_per_shard))
+
+
+def shard_of(key: Tuple[str, int], shards: int) -> int:
+  """A row's shard: a stable hash of its key (the same on every worker).
+
+  Example:
+    >>> shard_of(("a.txt", 3), 1)
+    0
+  """
+  return zlib.crc32(f"{key[0]}\0{key[1]}".encode("utf-8")) % shards
+
+
+def shard_name(stream: str, index: int, shards: int, suffix: str) -> str:
+  """
+  >>> shard_name("predictions", 2, 10, ".jsonl")
+  'predictions-00002-of-00010.jsonl'
+  """
+  return f"{stream}-{index:05d}-of-{shards:05d}{suffix}"
+
+
+def _sha256(path: str) -> str:
+  digest = hashlib.sha256()
+  with open(path, "rb") as f:
+    for block in iter(lambda: f.read(1 << 20), b""):
+      digest.update(block)
+  return digest.hexdigest()
+
+
+def write_shard(job_dir: str, stream: str, index: int, shards: int,
+                rows: Iterable[Tuple[Tuple[str, int], str, Optional[bytes]]],
+                tfrecord: bool) -> List[str]:
+  """Writes one shard's rows `(key, json_line, example_bytes)`, sorted by
+  key, as JSONL (and TFRecord); returns the names written. Each file
+  appears whole, with its `.info.json`."""
+  ordered = sorted(rows, key=lambda r: r[0])
+  names = [shard_name(stream, index, shards, ".jsonl")]
+  with atomic_path(os.path.join(job_dir, names[0])) as tmp:
+    with open(tmp, "w", encoding="utf-8") as f:
+      for _, line, _ in ordered:
+        f.write(line + "\n")
+  if tfrecord:
+    names.append(shard_name(stream, index, shards, ".tfrecord"))
+    with atomic_path(os.path.join(job_dir, names[1])) as tmp:
+      with tf.io.TFRecordWriter(tmp) as writer:
+        for _, _, example in ordered:
+          writer.write(example)
+  for name in names:
+    path = os.path.join(job_dir, name)
+    _write_info(path, len(ordered))
+  return names
+
+
+def _write_info(path: str, rows: int) -> None:
+  with atomic_path(path + _INFO) as tmp:
+    with open(tmp, "w", encoding="utf-8") as f:
+      json.dump({"rows": rows, "sha256": _sha256(path)}, f)
+
+
+def complete_shards(job_dir: str, tfrecord: bool) -> Dict[str, List[dict]]:
+  """Every shard of every stream, `{stream: [{"name", "rows", "sha256"}]}`
+  in name order: the workers' (from their info files) plus an empty file
+  for each shard no row hashed to (a stream without rows has one, empty)."""
+  written = [n[:-len(_INFO)] for n in os.listdir(job_dir)
+             if n.endswith(_INFO)]
+  out: Dict[str, List[dict]] = {}
+  for stream in STREAMS:
+    found = {int(m.group(1)) for m in (
+        re.match(re.escape(stream) + r"-\d{5}-of-(\d{5})\.", n)
+        for n in written) if m}
+    if len(found) > 1:
+      raise RuntimeError(f"{job_dir}: {stream} shards of {sorted(found)} "
+                         "(one count expected)")
+    shards = found.pop() if found else 1
+    suffixes = [".jsonl"] + ([".tfrecord"] if tfrecord and
+                             stream == "predictions" else [])
+    listed = []
+    for index in range(shards):
+      for suffix in suffixes:
+        name = shard_name(stream, index, shards, suffix)
+        path = os.path.join(job_dir, name)
+        if not os.path.exists(path + _INFO):
+          with atomic_path(path) as tmp:
+            open(tmp, "wb").close()
+          _write_info(path, 0)
+        with open(path + _INFO, encoding="utf-8") as f:
+          info = json.load(f)
+        listed.append({"name": name, "rows": info["rows"],
+                       "sha256": info["sha256"]})
+    out[stream] = listed
+  return out
