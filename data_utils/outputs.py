@@ -44,7 +44,8 @@ def output_name(input_path: str, suffix: str) -> str:
   return os.path.basename(os.path.normpath(input_path)) + suffix
 
 
-def _sha256(path: str) -> str:
+def file_sha256(path: str) -> str:
+  """The sha256 (hex) of a file's bytes, read a block at a time."""
   digest = hashlib.sha256()
   with open(path, "rb") as f:
     for block in iter(lambda: f.read(1 << 20), b""):
@@ -91,7 +92,7 @@ def _refusal(path: str, flag: str, overwrite: bool, source: Optional[str],
   if overwrite:
     return None
   entry = ledger.get(name)
-  if entry is None or entry.get("sha256") != _sha256(path):
+  if entry is None or entry.get("sha256") != file_sha256(path):
     return (f"{where}: {name} exists and was not written by xlnet-tf (or "
             "was changed since); move it, or pass --overwrite to replace it")
   if _source_id(source) != entry.get("source"):
@@ -145,7 +146,7 @@ def write_output(path: str, data, flag: str, overwrite: bool = False,
     write_json(path, data)
   directory = os.path.dirname(path) or "."
   ledger = read_ledger(directory)
-  ledger[os.path.basename(path)] = {"sha256": _sha256(path),
+  ledger[os.path.basename(path)] = {"sha256": file_sha256(path),
                                     "source": _source_id(source)}
   write_json(os.path.join(directory, LEDGER),
              {"format": _LEDGER_FORMAT, "files": ledger})
@@ -173,4 +174,5 @@ def own_unchanged(directory: str, name: str) -> bool:
   path = os.path.join(directory, name)
   entry = read_ledger(directory).get(name)
   return (entry is not None and os.path.isfile(path)
-          and not os.path.islink(path) and entry.get("sha256") == _sha256(path))
+          and not os.path.islink(path)
+          and entry.get("sha256") == file_sha256(path))

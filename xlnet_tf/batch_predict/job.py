@@ -15,12 +15,12 @@ an export without one (made before batch prediction) is refused.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 from typing import Optional, Tuple
 
 from data_utils.batch_inputs import InputSpec
 from data_utils.errors import UsageError
+from data_utils.outputs import file_sha256
 from xlnet_tf.export.directory import EXPORT_MARKER, read_export_marker
 from xlnet_tf.export.layout import LAYOUT
 from xlnet_tf.tasks.batch import BatchKind
@@ -82,17 +82,12 @@ def resolve_export(export_dir: str) -> Export:
   if not os.path.isfile(os.path.join(path, "saved_model.pb")):
     raise UsageError(f"{where}: no saved_model.pb")
   spiece = os.path.join(path, meta.get("spiece_model", ""))
-  if not os.path.isfile(spiece) or _sha256(spiece) != meta.get(
+  if not os.path.isfile(spiece) or file_sha256(spiece) != meta.get(
       "spiece_model_sha256"):
     raise UsageError(f"{where}: its SentencePiece model {spiece} is missing "
                      "or not the one it was exported with")
   return Export(os.path.abspath(path), kind, spec, meta,
                 os.path.abspath(spiece))
-
-
-def _sha256(path: str) -> str:
-  with open(path, "rb") as f:
-    return hashlib.sha256(f.read()).hexdigest()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -54,14 +54,20 @@ class _ReadRows(beam.DoFn):
     yield beam.pvalue.TaggedOutput(STATS, {"rows_read": rows})
 
 
-class _Prepare(beam.DoFn):
+class _KindDoFn(beam.DoFn):
+  """A step that needs the job's kind (built once per worker instance: it
+  holds a tokenizer)."""
+
   def __init__(self, job: BatchJob):
+    super().__init__()
     self.job = job
     self.kind = None
 
   def setup(self):
     self.kind = self.job.kind()
 
+
+class _Prepare(_KindDoFn):
   def process(self, element) -> Iterator:
     key, fields = element
     try:
@@ -70,14 +76,7 @@ class _Prepare(beam.DoFn):
       yield _dead(key, str(e))
 
 
-class _Format(beam.DoFn):
-  def __init__(self, job: BatchJob):
-    self.job = job
-    self.kind = None
-
-  def setup(self):
-    self.kind = self.job.kind()
-
+class _Format(_KindDoFn):
   def process(self, element) -> Iterator:
     key, result = element
     fields, prepared = result.example

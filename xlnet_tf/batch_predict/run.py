@@ -14,10 +14,9 @@ other file in the folder is left as it is.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
-from typing import Dict, List, Optional
+from typing import Dict, List
 
 import apache_beam as beam
 from absl import logging
@@ -26,7 +25,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from data_utils import beam_jobs
 from data_utils.atomic import temp_dir, write_json
 from data_utils.errors import UsageError, UserError
-from data_utils.outputs import check_outputs, own_unchanged, record_outputs
+from data_utils.outputs import (check_outputs, file_sha256, own_unchanged,
+                                record_outputs)
 from xlnet_tf.batch_predict import pipeline as batch_pipeline
 from xlnet_tf.batch_predict.handler import NAMESPACE
 from xlnet_tf.batch_predict.job import BatchJob
@@ -129,17 +129,12 @@ def _move_into_place(job: BatchJob, job_dir: str,
   for name in stale:
     os.remove(os.path.join(out, name))
   write_json(os.path.join(out, MANIFEST), manifest)
-  new[MANIFEST] = _file_sha256(os.path.join(out, MANIFEST))
+  new[MANIFEST] = file_sha256(os.path.join(out, MANIFEST))
   record_outputs(out, new, job.source, forget=stale)
   logging.info("batch prediction: %s", json.dumps(manifest["counts"]))
 
 
-def _file_sha256(path: str) -> str:
-  with open(path, "rb") as f:
-    return hashlib.sha256(f.read()).hexdigest()
-
-
-def summary(manifest: Dict, output_dir: str) -> Optional[Dict]:
+def summary(manifest: Dict, output_dir: str) -> Dict:
   """The one-line report the script prints."""
   return dict(manifest["counts"], padding=round(
       manifest["padding"]["fraction"], 4), output_dir=output_dir,

@@ -19,7 +19,6 @@ sha256) beside it for the driver.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -30,6 +29,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 import tensorflow as tf
 
 from data_utils.atomic import atomic_path
+from data_utils.outputs import file_sha256
 
 STREAMS = ("predictions", "dead-letter")
 MANIFEST = "manifest.json"
@@ -67,14 +67,6 @@ def shard_name(stream: str, index: int, shards: int, suffix: str) -> str:
   return f"{stream}-{index:05d}-of-{shards:05d}{suffix}"
 
 
-def _sha256(path: str) -> str:
-  digest = hashlib.sha256()
-  with open(path, "rb") as f:
-    for block in iter(lambda: f.read(1 << 20), b""):
-      digest.update(block)
-  return digest.hexdigest()
-
-
 def write_shard(job_dir: str, stream: str, index: int, shards: int,
                 rows: Iterable[Tuple[Tuple[str, int], str, Optional[bytes]]],
                 tfrecord: bool) -> List[str]:
@@ -102,7 +94,7 @@ def write_shard(job_dir: str, stream: str, index: int, shards: int,
 def _write_info(path: str, rows: int) -> None:
   with atomic_path(path + _INFO) as tmp:
     with open(tmp, "w", encoding="utf-8") as f:
-      json.dump({"rows": rows, "sha256": _sha256(path)}, f)
+      json.dump({"rows": rows, "sha256": file_sha256(path)}, f)
 
 
 def complete_shards(job_dir: str, tfrecord: bool) -> Dict[str, List[dict]]:
