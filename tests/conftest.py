@@ -1,14 +1,17 @@
-"""Shared fixtures: where `../shared` is, and the golden cases in it.
+"""Shared fixtures: where `../shared` is, and the golden cases in it; and
+slow subprocess runs that overlap other tests' work.
 
 `XLNET_SHARED` overrides the location. Outside CI a missing folder skips the
 tests that need it, saying so; in CI (CI=true) it is an error.
 """
 
+import concurrent.futures
 import hashlib
 import os
 import re
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -17,6 +20,9 @@ from data_utils.squad.reader import read_squad
 from data_utils.tokenization import SentencePieceTokenizer
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# The environment of every run below: the session's own (a test's
+# monkeypatch.setenv must not reach another test's run in the background).
+_ENV = dict(os.environ)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -135,15 +141,99 @@ def tree_digest(path, skip=()):
   return out
 
 
+def refused(res):
+  """Asserts that run `res` refused as a user error does (exit code 2, no
+  traceback); returns its last stderr line."""
+  assert res.returncode == 2, res.stderr[-3000:]
+  assert "Traceback" not in res.stderr
+  return res.stderr.strip().splitlines()[-1]
+
+
 def refused_line(script, args, timeout=600):
   """Runs entry script `script` (from the project root) with `args`;
   asserts it refused as a user error does (exit code 2, no traceback) and
   returns its last stderr line."""
-  res = subprocess.run([sys.executable, script, *args], cwd=ROOT,
-                       capture_output=True, text=True, timeout=timeout)
-  assert res.returncode == 2, res.stderr[-3000:]
-  assert "Traceback" not in res.stderr
-  return res.stderr.strip().splitlines()[-1]
+  return refused(run([sys.executable, script, *args], timeout))
+
+
+def refused_lines(*runs, timeout=600):
+  """`refused_line` of each `(script, args)` of `runs`, run side by side."""
+  started = [start([sys.executable, script, *args], timeout)
+             for script, args in runs]
+  return [refused(r.result()) for r in started]
+
+
+# Slow runs side by side ------------------------------------------------------
+# CI has 2 cores and a test keeps about one busy. Runs that depend on nothing
+# else a test does can overlap: `start` begins a command at once on a
+# background thread; an early run (a test marked `@pytest.mark.early(name)`,
+# `name` a function of its module taking a fresh folder) begins when the
+# session does, one at a time in the order of the tests, and the test takes
+# what it returned with `early_result`. What a test checks is unchanged:
+# only when its run happens.
+_PROCS = set()
+_LOCK = threading.Lock()
+_NOW = concurrent.futures.ThreadPoolExecutor(4, "start")
+_QUEUE = concurrent.futures.ThreadPoolExecutor(1, "early")
+_EARLY = {}
+_OVER = threading.Event()  # the session ended: start nothing more
+
+
+def run(cmd, timeout=900):
+  """subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+  from the project root, with the session's environment; killed if the
+  session ends first."""
+  if _OVER.is_set():
+    raise RuntimeError("the test session is over")
+  with subprocess.Popen(cmd, cwd=ROOT, env=_ENV, text=True,
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE) as proc:
+    with _LOCK:
+      _PROCS.add(proc)
+    try:
+      out, err = proc.communicate(timeout=timeout)
+    except BaseException:
+      proc.kill()
+      raise
+    finally:
+      with _LOCK:
+        _PROCS.discard(proc)
+  return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def start(cmd, timeout=900):
+  """`run(cmd, timeout)` begun now on a background thread; `.result()`
+  waits for its CompletedProcess."""
+  return _NOW.submit(run, cmd, timeout)
+
+
+def pytest_configure(config):
+  config.addinivalue_line(
+      "markers", "early(name): the test's slow run, function `name` of its "
+      "module, begins when the session does (conftest.early_result)")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _early_runs(request, tmp_path_factory):
+  for item in request.session.items:
+    for mark in item.iter_markers("early"):
+      for name in mark.args:
+        fn = getattr(item.module, name)
+        if fn not in _EARLY:
+          _EARLY[fn] = _QUEUE.submit(fn, tmp_path_factory.mktemp(name))
+  yield
+  _OVER.set()
+  for future in _EARLY.values():
+    future.cancel()
+  with _LOCK:
+    for proc in _PROCS:
+      proc.kill()
+
+
+def early_result(fn):
+  """What early run `fn` returned (waiting for it to end)."""
+  assert fn in _EARLY, f"mark the test @pytest.mark.early({fn.__name__!r})"
+  return _EARLY[fn].result()
 
 
 def rte_flags(shared_path, tmp_path, config):

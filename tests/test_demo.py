@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import cli_output
+from conftest import cli_output, early_result, run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -23,13 +23,22 @@ def readme_cli_command() -> str:
   return block.replace("\\\n", " ").strip()
 
 
-def test_demo_chain_and_rerun(tmp_path):
-  cmd = [sys.executable, "demo/run_demo.py", "--tiny", "--workdir",
-         str(tmp_path / "demo")]
-  first = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True,
-                         timeout=1200)
+def _demo_command(workdir):
+  return [sys.executable, "demo/run_demo.py", "--tiny", "--workdir",
+          str(workdir)]
+
+
+def demo_first_run(directory):
+  """The first run (an early run: see conftest): its workdir and result."""
+  return directory / "demo", run(_demo_command(directory / "demo"), 1200)
+
+
+@pytest.mark.early("demo_first_run")
+def test_demo_chain_and_rerun():
+  work, first = early_result(demo_first_run)
+  cmd = _demo_command(work)
   assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-2000:]
-  with open(tmp_path / "demo" / "summary.json") as f:
+  with open(work / "summary.json") as f:
     summary = json.load(f)
   assert [s for s, _ in summary["pretraining_loss_curve"]] == [10, 20]
   assert summary["sst2_dev_examples"] == 400
@@ -42,7 +51,7 @@ def test_demo_chain_and_rerun(tmp_path):
     assert os.path.exists(summary[key])
   # The README's stock saved_model_cli command, on the tiny demo's export
   # (its step is 10, the README's demo 600).
-  cli = readme_cli_command().replace("out/demo", str(tmp_path / "demo"))
+  cli = readme_cli_command().replace("out/demo", str(work))
   cli = cli.replace("/features/600", "/features/10").replace(
       ".venv/bin/", os.path.dirname(sys.executable) + "/")
   res = subprocess.run(shlex.split(cli), cwd=ROOT, capture_output=True,
@@ -57,6 +66,6 @@ def test_demo_chain_and_rerun(tmp_path):
                          timeout=600)
   assert again.returncode == 0, again.stdout[-3000:]
   assert again.stdout.count(": reusing ") == 4
-  with open(tmp_path / "demo" / "summary.json") as f:
+  with open(work / "summary.json") as f:
     assert json.load(f)["pretraining_loss_curve"] == \
         summary["pretraining_loss_curve"]

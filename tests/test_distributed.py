@@ -7,7 +7,6 @@ import dataclasses
 import glob
 import os
 import socket
-import subprocess
 import sys
 
 import numpy as np
@@ -22,7 +21,7 @@ from xlnet_tf.building import build_once
 from xlnet_tf.training.optimizer import make_optimizer
 from xlnet_tf.tasks import ClassifierTask, PretrainTask
 from xlnet_tf.training import TrainOptions, Trainer
-from conftest import corpus_slice, spiece_path
+from conftest import corpus_slice, spiece_path, start
 from linear_adam import LINEAR_ADAM
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -101,26 +100,22 @@ def test_multi_worker_two_processes_equal_one_device(tmp_path):
   init = _initial_weights(classifier_task(), tmp_path / "init.npz")
   ports = ",".join(str(p) for p in _free_ports(2))
   model_dir = tmp_path / "mw"
-  procs = [subprocess.Popen(
+  procs = [start(
       [sys.executable, WORKER, "multi_worker", str(i), ports, str(model_dir),
-       str(tmp_path / "init.npz"), str(tmp_path / f"worker{i}.npz")],
-      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+       str(tmp_path / "init.npz"), str(tmp_path / f"worker{i}.npz")], 600)
            for i in range(2)]
-  try:
-    errors = [p.communicate(timeout=600)[1] for p in procs]
-  finally:
-    for p in procs:
-      p.kill()
-  for p, err in zip(procs, errors):
-    assert p.returncode == 0, err[-3000:]
-  workers = [np.load(tmp_path / f"worker{i}.npz") for i in range(2)]
-  assert int(workers[0]["replicas"]) == 2
-  # One device, the same four rows in one batch, the same two steps.
+  # One device, the same four rows in one batch, the same two steps (while
+  # the workers run).
   trainer = Trainer(classifier_task(), classifier_options(tmp_path / "one",
                                                           STEPS))
   trainer.model.set_weights(init)
   data = tf.data.Dataset.from_tensor_slices(FEATURES).batch(4).repeat()
   logs = trainer.train(lambda ctx, skip: data, 4)
+  for proc in procs:
+    res = proc.result()
+    assert res.returncode == 0, res.stderr[-3000:]
+  workers = [np.load(tmp_path / f"worker{i}.npz") for i in range(2)]
+  assert int(workers[0]["replicas"]) == 2
   for worker in workers:
     np.testing.assert_allclose(worker["loss"], logs["loss"], rtol=1e-5)
     np.testing.assert_allclose(worker["grad_norm"], logs["grad_norm"],
@@ -178,15 +173,15 @@ def _one_device_pretraining(records, init):
 def test_mirrored_pretraining_keeps_memory_and_bi_data_per_replica(
     records, tmp_path):
   init = _initial_weights(pretrain_task(), tmp_path / "init.npz")
-  res = subprocess.run(
+  started = start(
       [sys.executable, WORKER, "mirrored_pretrain", records,
        str(tmp_path / "m"), str(tmp_path / "init.npz"),
-       str(tmp_path / "out.npz")], capture_output=True, text=True,
-      timeout=600)
+       str(tmp_path / "out.npz")], 600)
+  weights, mems, last_loss = _one_device_pretraining(records, init)
+  res = started.result()
   assert res.returncode == 0, res.stderr[-3000:]
   mirrored = np.load(tmp_path / "out.npz")
   assert int(mirrored["replicas"]) == 2
-  weights, mems, last_loss = _one_device_pretraining(records, init)
   np.testing.assert_allclose(mirrored["loss"], last_loss, rtol=1e-5)
   for k, (w, ref) in enumerate(zip(_weights(mirrored), weights)):
     np.testing.assert_allclose(w, ref, atol=2e-5, err_msg=str(k))

@@ -14,7 +14,8 @@ import types
 
 import pytest
 
-from conftest import ROOT, refused_line, spiece_path, tree_digest
+from conftest import (ROOT, refused_line, refused_lines, spiece_path,
+                      tree_digest)
 from data_utils.errors import UsageError, UserError, run_main
 from lm_checkpoints import CONFIG, write_checkpoints
 from xlnet_tf.tasks.language_model.workflow import (check_lm_model, check_mem_len,
@@ -271,23 +272,25 @@ def test_each_script_refuses_on_its_command_line(shared, ckpts, tmp_path):
   spiece = f"--spiece_model_file={spiece_path(shared)}"
   wide = f"--model_config_path={ckpts.wide_config}"
   native = os.path.dirname(ckpts.native)
-  assert refused_line("run_generate.py", [
-      f"--init_checkpoint={ckpts.hf}", spiece, "--prompt=Hi",
-      "--strategy=sample", "--temperature=nan",
-      f"--output_file={outputs}/gen.jsonl"]) == (
-          "run_generate: --temperature=nan: must be a finite number above 0")
-  assert refused_line("run_score.py", [
-      f"--init_checkpoint={native}", spiece, wide, f"--input_file={texts}",
-      f"--output_file={outputs}/scores.jsonl"]) == (
-          "run_score: " + _wide_line(ckpts, "native"))
-  assert refused_line("run_infill.py", [
-      f"--init_checkpoint={ckpts.hf}", spiece, f"--input_file={texts}",
-      f"--output_file={outputs}/fills.jsonl"]) == (
-          f"run_infill: {texts}:1: nothing to fill (no <mask> marker)")
-  assert refused_line("run_embed.py", [
-      f"--init_checkpoint={ckpts.hf}", spiece, wide, f"--input_file={texts}",
-      f"--output_file={outputs}/emb.jsonl"]) == (
-          "run_embed: " + _wide_line(ckpts, "hf"))
+  assert refused_lines(
+      ("run_generate.py", [
+          f"--init_checkpoint={ckpts.hf}", spiece, "--prompt=Hi",
+          "--strategy=sample", "--temperature=nan",
+          f"--output_file={outputs}/gen.jsonl"]),
+      ("run_score.py", [
+          f"--init_checkpoint={native}", spiece, wide,
+          f"--input_file={texts}", f"--output_file={outputs}/scores.jsonl"]),
+      ("run_infill.py", [
+          f"--init_checkpoint={ckpts.hf}", spiece, f"--input_file={texts}",
+          f"--output_file={outputs}/fills.jsonl"]),
+      ("run_embed.py", [
+          f"--init_checkpoint={ckpts.hf}", spiece, wide,
+          f"--input_file={texts}", f"--output_file={outputs}/emb.jsonl"]),
+  ) == [
+      "run_generate: --temperature=nan: must be a finite number above 0",
+      "run_score: " + _wide_line(ckpts, "native"),
+      f"run_infill: {texts}:1: nothing to fill (no <mask> marker)",
+      "run_embed: " + _wide_line(ckpts, "hf")]
   assert (tree_digest(tmp_path), tree_digest(ckpts.hf)) == before
 
 

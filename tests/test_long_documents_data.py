@@ -5,6 +5,7 @@ cache key, and the flags' one-line errors."""
 
 import json
 import os
+import sys
 
 import pytest
 
@@ -19,7 +20,7 @@ from xlnet_tf.tasks.classification.workflow import (ClassifierOptions,
                                            ClassifierWorkflow,
                                            check_segment_options)
 from cache_cases import LABELS, TINY, file_bytes, write_sst2
-from conftest import refused_line, rte_flags, spiece_path
+from conftest import refused, rte_flags, spiece_path, start
 
 
 def _segments(f, s):
@@ -190,17 +191,33 @@ def test_cache_key_follows_the_settings(shared, tmp_path):
   assert file_bytes(one) == before
 
 
-@pytest.mark.parametrize("flags, line", [
+FLAG_ERRORS = [
     (["--max_segments=4"], "--mem_len=0: must be positive with "
      "--max_segments=4 (the memory carries the earlier segments)"),
     (["--keep_end"], "--keep_end: needs --max_segments > 1 (one window keeps "
      "the beginning, as the original)"),
-])
-def test_flag_errors_are_one_line(shared, tmp_path, flags, line):
-  config = tmp_path / "xlnet_config.json"
-  TINY.to_json(str(config))
-  args = rte_flags(shared, tmp_path, str(config)) + ["--do_train"] + flags
-  assert refused_line("run_classifier.py", args) == f"run_classifier: {line}"
+]
+
+
+@pytest.fixture(scope="module")
+def flag_runs(shared, tmp_path_factory):
+  """run_classifier.py with each case's flags, in a folder of its own, all
+  begun at once (CI has 2 cores): flags -> (folder, started run)."""
+  runs = {}
+  for flags, _ in FLAG_ERRORS:
+    tmp_path = tmp_path_factory.mktemp("flags")
+    config = tmp_path / "xlnet_config.json"
+    TINY.to_json(str(config))
+    args = rte_flags(shared, tmp_path, str(config)) + ["--do_train"] + flags
+    runs[tuple(flags)] = tmp_path, start(
+        [sys.executable, "run_classifier.py", *args], 600)
+  return runs
+
+
+@pytest.mark.parametrize("flags, line", FLAG_ERRORS)
+def test_flag_errors_are_one_line(flag_runs, flags, line):
+  tmp_path, started = flag_runs[tuple(flags)]
+  assert refused(started.result()) == f"run_classifier: {line}"
   assert not os.path.exists(tmp_path / "data")  # refused before any work
 
 

@@ -7,7 +7,6 @@ import contextlib
 import io
 import json
 import os
-import subprocess
 import sys
 
 import pytest
@@ -17,7 +16,7 @@ from data_utils.errors import UsageError, UserError, run_main
 from data_utils.lm.embedding_files import EmbeddingWriter
 from data_utils.outputs import LEDGER, check_outputs, write_output
 from data_utils.train_spiece import train_spiece
-from conftest import ROOT, corpus_slice, spiece_path, tree_digest
+from conftest import corpus_slice, spiece_path, start, tree_digest
 
 
 def _refusal(paths, **kw):
@@ -137,22 +136,37 @@ def test_train_spiece_refuses_a_folder_prefix(shared, tmp_path):
   assert tree_digest(tmp_path) == before
 
 
-@pytest.mark.parametrize("flag, line", [
+BUILDER_FLAGS = [
     ("--num_passes=0", "--num_passes=0: must be at least 1"),
     ("--max_batches=-1", "--max_batches=-1: must be at least 0"),
     ("--pass_id=-2", "--pass_id=-2: must be at least 0"),
     ("--input_glob={tmp}/nothing/*.txt",
      "--input_glob={tmp}/nothing/*.txt: matches no file"),
-])
-def test_create_pretrain_data_flags(shared, tmp_path, flag, line):
-  corpus = corpus_slice(shared, tmp_path, 20)
-  flag, line = flag.format(tmp=tmp_path), line.format(tmp=tmp_path)
-  args = [f"--input_glob={corpus}", f"--sp_path={spiece_path(shared)}",
-          f"--save_dir={tmp_path}/proc", "--seq_len=16", "--reuse_len=8",
-          "--bsz_per_host=2", "--num_predict=3", flag]
-  res = subprocess.run(
-      [sys.executable, "-m", "data_utils.pretraining.create_pretrain_data",
-       *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+]
+
+
+@pytest.fixture(scope="module")
+def builder_runs(shared, tmp_path_factory):
+  """The builder's run for each flag of BUILDER_FLAGS, in a folder of its
+  own, all begun at once (CI has 2 cores): flag -> (folder, started run)."""
+  runs = {}
+  for flag, _ in BUILDER_FLAGS:
+    tmp_path = tmp_path_factory.mktemp("flag")
+    corpus = corpus_slice(shared, tmp_path, 20)
+    args = [f"--input_glob={corpus}", f"--sp_path={spiece_path(shared)}",
+            f"--save_dir={tmp_path}/proc", "--seq_len=16", "--reuse_len=8",
+            "--bsz_per_host=2", "--num_predict=3", flag.format(tmp=tmp_path)]
+    runs[flag] = tmp_path, start(
+        [sys.executable, "-m", "data_utils.pretraining.create_pretrain_data",
+         *args], 300)
+  return runs
+
+
+@pytest.mark.parametrize("flag, line", BUILDER_FLAGS)
+def test_create_pretrain_data_flags(builder_runs, flag, line):
+  tmp_path, started = builder_runs[flag]
+  line = line.format(tmp=tmp_path)
+  res = started.result()
   assert res.returncode == 2, res.stderr[-2000:]
   assert res.stderr.strip().splitlines()[-1] == f"create_pretrain_data: {line}"
   assert sorted(os.listdir(tmp_path)) == ["corpus.txt"]

@@ -16,9 +16,8 @@ from data_utils.pretraining.reader import (expand_example,
                                            load_record_infos,
                                            pretrain_dataset)
 from data_utils.tokenization import CLS_ID, SEP_ID
-from conftest import corpus_slice, spiece_path
+from conftest import corpus_slice, spiece_path, start
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CFG = pd.PretrainDataConfig(seq_len=32, reuse_len=16, bsz_per_host=4,
                             num_core_per_host=1, bi_data=True, num_predict=6,
                             perm_size=8)
@@ -317,15 +316,15 @@ def test_cli_errors_are_one_line(built, tmp_path):
          "data_utils.pretraining.create_pretrain_data",
          f"--input_glob={built['corpus']}", f"--save_dir={tmp_path}",
          "--seq_len=16", "--reuse_len=13", "--perm_size=13"]
-  res = subprocess.run(cmd + ["--sp_path=/nonexistent/spiece.model"],
-                       cwd=ROOT, capture_output=True, text=True)
+  runs = [start(cmd + ["--sp_path=/nonexistent/spiece.model"]),
+          start(cmd[:5] + ["--sp_path=/nonexistent/spiece.model"])]
+  res = runs[0].result()
   assert res.returncode == 2
   last = res.stderr.strip().splitlines()[-1]
   assert last.startswith("create_pretrain_data: reuse_len (13) must be < "
                          "seq_len - 3")
   assert "Traceback" not in res.stderr
-  res = subprocess.run(cmd[:5] + ["--sp_path=/nonexistent/spiece.model"],
-                       cwd=ROOT, capture_output=True, text=True)
+  res = runs[1].result()
   assert res.returncode == 2 and "Traceback" not in res.stderr
   assert res.stderr.strip().splitlines()[-1] == (
       "create_pretrain_data: /nonexistent/spiece.model: SentencePiece model "

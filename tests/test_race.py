@@ -4,7 +4,6 @@ aliasing behind its flag, golden logits, errors, an end-to-end run."""
 import json
 import os
 import shutil
-import subprocess
 import sys
 
 import numpy as np
@@ -16,9 +15,7 @@ from data_utils.race import reader as race_data
 from data_utils.race.features import race_features
 from data_utils.tokenization import CLS_ID, SEP_ID, SentencePieceTokenizer
 from xlnet_tf.tasks import MultipleChoiceTask
-from conftest import spiece_path
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from conftest import early_result, run, shared_dir, spiece_path
 
 
 @pytest.fixture(scope="module")
@@ -159,8 +156,11 @@ def test_bad_inputs(tmp_path):
     race_data.read_race(str(tmp_path), "dev", True, True)
 
 
-def test_run_race_end_to_end(shared, race_dir, tmp_path):
-  """Trains on a few dev passages copied as 'train', evaluates on others."""
+def race_run(tmp_path):
+  """run_race.py (an early run: see conftest): its folder, data and
+  result."""
+  shared = shared_dir()
+  race_dir = os.path.join(shared, "data", "race", "RACE")
   data = tmp_path / "RACE"
   for split, picks in (("train", slice(0, 6)), ("dev", slice(6, 12))):
     for level in ("middle", "high"):
@@ -172,7 +172,7 @@ def test_run_race_end_to_end(shared, race_dir, tmp_path):
   config = xt.XLNetConfig(n_layer=1, d_model=16, n_head=2, d_head=8,
                           d_inner=32, n_token=32000)
   config.to_json(str(tmp_path / "xlnet_config.json"))
-  res = subprocess.run([
+  return tmp_path, data, run([
       sys.executable, "run_race.py", f"--data_dir={data}",
       f"--output_dir={tmp_path}/proc", f"--model_dir={tmp_path}/model",
       f"--model_config_path={tmp_path}/xlnet_config.json",
@@ -180,7 +180,14 @@ def test_run_race_end_to_end(shared, race_dir, tmp_path):
       "--do_eval", "--do_predict", "--max_seq_length=64",
       "--max_qa_length=24", "--train_steps=4", "--train_batch_size=2",
       "--iterations=2", "--eval_batch_size=8", "--predict_batch_size=8"],
-      cwd=ROOT, capture_output=True, text=True, timeout=600)
+      600)
+
+
+@pytest.mark.early("race_run")
+@pytest.mark.usefixtures("shared")
+def test_run_race_end_to_end():
+  """Trains on a few dev passages copied as 'train', evaluates on others."""
+  tmp_path, data, res = early_result(race_run)
   assert res.returncode == 0, res.stderr[-3000:]
   with open(tmp_path / "model" / "eval_results_dev.json") as f:
     best = json.load(f)["best"]

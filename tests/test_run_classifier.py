@@ -22,7 +22,8 @@ from xlnet_tf.tasks.classification.serving import (classifier_features,
 from xlnet_tf.training.optimizer import layer_lr_factor, make_optimizer
 from xlnet_tf.tasks import ClassifierTask
 from xlnet_tf.training import TrainOptions
-from conftest import cli_output, event_scalars, spiece_path
+from conftest import (cli_output, early_result, event_scalars, run,
+                      shared_dir, spiece_path)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = xt.XLNetConfig(n_layer=2, d_model=16, n_head=2, d_head=8, d_inner=32,
@@ -182,12 +183,14 @@ def _config_file(tmp_path):
 
 
 def _run(args, timeout=900):
-  return subprocess.run([sys.executable, "run_classifier.py", *args], cwd=ROOT,
-                        capture_output=True, text=True, timeout=timeout)
+  return run([sys.executable, "run_classifier.py", *args], timeout)
 
 
-def test_run_classifier_train_eval_predict_export(shared, tmp_path):
-  res = _run([
+def rte_run(tmp_path):
+  """RTE trained, evaluated, predicted, exported (an early run: see
+  conftest): its folder and result."""
+  shared = shared_dir()
+  return tmp_path, _run([
       "--task_name=rte", f"--data_dir={shared}/data/glue/RTE",
       f"--model_config_path={_config_file(tmp_path)}",
       f"--spiece_model_file={spiece_path(shared)}",
@@ -196,6 +199,11 @@ def test_run_classifier_train_eval_predict_export(shared, tmp_path):
       "--max_seq_length=32", "--train_batch_size=8", "--train_steps=20",
       "--save_steps=10", "--iterations=10", "--learning_rate=1e-4",
       "--eval_batch_size=64", "--predict_batch_size=64", "--export_tflite"])
+
+
+@pytest.mark.early("rte_run")
+def test_run_classifier_train_eval_predict_export(shared):
+  tmp_path, res = early_result(rte_run)
   assert res.returncode == 0, res.stderr[-3000:]
   with open(tmp_path / "model" / "eval_results_dev.json") as f:
     results = json.load(f)
@@ -222,9 +230,31 @@ def test_run_classifier_train_eval_predict_export(shared, tmp_path):
                                          EXPORT_MARKER]
   for servable in ("features", "text", "tflite"):
     assert os.listdir(exports / servable) == ["20"]
+  _batch_entries(shared, exports)
   assert sorted(os.listdir(exports / "tflite" / "20")) == [
       "float32.tflite", "int8.tflite", EXPORT_MARKER]
   _features_export_without_tf_text(shared, exports, tmp_path)
+
+
+def _batch_entries(shared, exports):
+  """Both exports carry the SentencePiece model and the marker's `batch`
+  entry; only the text one has the raw-text signatures."""
+  with open(spiece_path(shared), "rb") as f:
+    spiece = f.read()
+  for servable, signatures in (
+      ("features", ["serve_features", "serving_default"]),
+      ("text", ["serve_features", "serve_text", "serve_text_pair",
+                "serving_default"])):
+    with open(exports / servable / "20" / EXPORT_MARKER) as f:
+      marker = json.load(f)
+    assert marker["signatures"] == signatures
+    batch = marker["batch"]
+    assert {k: v for k, v in batch.items() if k != "spiece_model_sha256"} == {
+        "spiece_model": "assets.extra/spiece.model", "lower": False,
+        "max_seq_length": 32, "signature": "serve_features",
+        "labels": ["entailment", "not_entailment"], "regression": False}
+    with open(exports / servable / "20" / batch["spiece_model"], "rb") as f:
+      assert f.read() == spiece
 
 
 # Run in a process that never imports tensorflow_text: the features export
@@ -239,12 +269,13 @@ m = tf.saved_model.load(features_dir)
 out = m.signatures["serving_default"](**{k: tf.constant(v)
                                          for k, v in f.items()})
 def tflite(content):
-  runner = tf.lite.Interpreter(model_content=content).get_signature_runner()
+  runner = tf.lite.Interpreter(model_content=content).get_signature_runner(
+      "serving_default")
   return runner(**f)["logits"].tolist()
 with open(tflite_dir + "/float32.tflite", "rb") as g:
   exported = tflite(g.read())
 converted = tflite(tf.lite.TFLiteConverter.from_saved_model(
-    features_dir).convert())
+    features_dir, signature_keys=["serving_default"]).convert())
 assert "tensorflow_text" not in sys.modules, "tensorflow_text was imported"
 print(json.dumps({"saved_model": out["logits"].numpy().tolist(),
                   "converted": converted, "float32": exported}))
@@ -278,8 +309,11 @@ def _features_export_without_tf_text(shared, exports, tmp_path):
                              atol=1e-5)
 
 
-def test_run_classifier_regression_predictions(shared, tmp_path):
-  res = _run([
+def regression_run(tmp_path):
+  """STS-B, a regression task (an early run: see conftest): its folder and
+  result."""
+  shared = shared_dir()
+  return tmp_path, _run([
       "--task_name=sts-b", f"--data_dir={shared}/data/glue/STS-B",
       f"--model_config_path={_config_file(tmp_path)}",
       f"--spiece_model_file={spiece_path(shared)}",
@@ -289,6 +323,12 @@ def test_run_classifier_regression_predictions(shared, tmp_path):
       "--eval_batch_size=100", "--predict_batch_size=100",
       # The memory/precision flags reach the model through the whole run.
       "--recompute", "--use_bfloat16"])
+
+
+@pytest.mark.early("regression_run")
+@pytest.mark.usefixtures("shared")
+def test_run_classifier_regression_predictions():
+  tmp_path, res = early_result(regression_run)
   assert res.returncode == 0, res.stderr[-3000:]
   with open(tmp_path / "model" / "eval_results_dev.json") as f:
     best = json.load(f)["best"]

@@ -7,10 +7,10 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 
 import numpy as np
+import pytest
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (the raw-text signature's ops)
 
@@ -20,7 +20,7 @@ from xlnet_tf.training import TrainOptions
 from xlnet_tf.tasks.classification.workflow import (ClassifierOptions,
                                            ClassifierWorkflow)
 from xlnet_tf.training import training_checkpoints
-from conftest import ROOT, spiece_path
+from conftest import early_result, run, shared_dir, spiece_path
 
 TINY = xt.XLNetConfig(n_layer=2, d_model=16, n_head=2, d_head=8, d_inner=32,
                       n_token=32000, ff_activation="gelu", untie_r=True)
@@ -51,12 +51,14 @@ def _options(shared, tmp_path, data_dir):
       max_segments=N, bptt_segments=2)
 
 
-def test_imdb_in_segments_trains_evaluates_predicts_exports(
-    shared, sp_tokenizer, tmp_path):
+def imdb_run(tmp_path):
+  """run_classifier.py on the slice (an early run: see conftest): the
+  folder, the slice and the result."""
+  shared = shared_dir()
   data_dir = _imdb_slice(shared, tmp_path / "aclImdb")
   config = tmp_path / "xlnet_config.json"
   TINY.to_json(str(config))
-  res = subprocess.run([
+  return tmp_path, data_dir, run([
       sys.executable, "run_classifier.py", "--task_name=imdb",
       f"--data_dir={data_dir}", f"--model_config_path={config}",
       f"--spiece_model_file={spiece_path(shared)}",
@@ -65,8 +67,13 @@ def test_imdb_in_segments_trains_evaluates_predicts_exports(
       "--bptt_segments=2", "--do_train", "--do_eval", "--do_predict",
       "--train_batch_size=4", "--train_steps=4", "--iterations=2",
       "--learning_rate=1e-3", "--eval_batch_size=4",
-      "--predict_batch_size=8"], cwd=ROOT, capture_output=True, text=True,
-      timeout=900)
+      "--predict_batch_size=8"])
+
+
+@pytest.mark.early("imdb_run")
+def test_imdb_in_segments_trains_evaluates_predicts_exports(shared,
+                                                           sp_tokenizer):
+  tmp_path, data_dir, res = early_result(imdb_run)
   assert res.returncode == 0, res.stderr[-3000:]
 
   # The counts, from the reviews' piece counts.

@@ -12,9 +12,12 @@ import pytest
 import xlnet_tf as xt
 from data_utils.ner.reader import read_ner
 from tests.conlleval_reference import score_file
-from conftest import event_scalars, spiece_path, tree_digest
+from conftest import (early_result, event_scalars, run, shared_dir,
+                      spiece_path, start, tree_digest)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Every test reads the trained model, whose run begins with the session.
+pytestmark = pytest.mark.early("ner_training")
 TINY = xt.XLNetConfig(n_layer=2, d_model=32, n_head=2, d_head=16, d_inner=64,
                       n_token=32000, ff_activation="gelu", untie_r=True)
 
@@ -41,13 +44,13 @@ def _conll_slice(source, target, first, count):
 
 
 def _run(args, timeout=900):
-  return subprocess.run([sys.executable, "run_ner.py", *args], cwd=ROOT,
-                        capture_output=True, text=True, timeout=timeout)
+  return run([sys.executable, "run_ner.py", *args], timeout)
 
 
-@pytest.fixture(scope="module")
-def trained(shared, tmp_path_factory):
-  tmp = tmp_path_factory.mktemp("ner")
+def ner_training(tmp):
+  """Training, evaluation, prediction and export (an early run: see
+  conftest): the folder, the flags, the unseen file and the result."""
+  shared = shared_dir()
   conll = os.path.join(shared, "data", "conll2003")
   config = tmp / "config.json"
   config.write_text(json.dumps(TINY.to_dict()))
@@ -64,9 +67,17 @@ def trained(shared, tmp_path_factory):
       "--train_steps=100", "--iterations=50", "--learning_rate=3e-3",
       "--warmup_steps=10", "--eval_batch_size=128",
       "--predict_batch_size=128"]
-  res = _run(args + ["--do_train", "--do_eval", "--do_predict"])
+  return tmp, args, unseen, _run(args + ["--do_train", "--do_eval",
+                                         "--do_predict"])
+
+
+@pytest.fixture(scope="module")
+def trained(shared):
+  tmp, args, unseen, res = early_result(ner_training)
+  conll = os.path.join(shared, "data", "conll2003")
   assert res.returncode == 0, res.stderr[-3000:]
   return {"tmp": tmp, "args": args, "unseen": unseen, "stdout": res.stdout,
+          "shared": shared,
           "stderr": res.stderr, "testa": os.path.join(conll, "eng.testa")}
 
 
@@ -140,6 +151,22 @@ def test_export_answers_raw_text_from_a_fresh_process(trained):
   export = exports / "text" / "100"
   with open(export / "xlnet_tf_export.json") as f:
     assert json.load(f)["kind"] == "token_classifier"
+  # Both carry what a batch job needs: the SentencePiece model, and how the
+  # windows are made; only the text one tokenizes in the graph.
+  with open(spiece_path(trained["shared"]), "rb") as f:
+    spiece = f.read()
+  for servable, signatures in (
+      ("features", ["serve_features", "serving_default"]),
+      ("text", ["serve_features", "serve_text", "serving_default"])):
+    with open(exports / servable / "100" / "xlnet_tf_export.json") as f:
+      marker = json.load(f)
+    assert marker["signatures"] == signatures
+    batch = marker["batch"]
+    assert (batch["max_seq_length"], batch["doc_stride"], batch["lower"],
+            batch["signature"]) == (32, 12, False, "serve_features")
+    assert batch["labels"][0] == "O" and "B-PER" in batch["labels"]
+    with open(exports / servable / "100" / batch["spiece_model"], "rb") as f:
+      assert f.read() == spiece
   rows = []
   with open(trained["tmp"] / "model" / "predictions" /
             "unseen.txt.predictions.jsonl", encoding="utf-8") as f:
@@ -208,35 +235,44 @@ def test_errors_are_one_line(trained, tmp_path):
       ("--train_file", "--model_dir"))]
   bad = tmp_path / "bad.txt"
   bad.write_text("EU B-ORG\nrejects O\nGerman X-MISC\n")
-  res = _run(base + [f"--train_file={bad}", f"--model_dir={tmp_path}/m",
-                     "--do_train"])
+  # A training file whose tags are all O names itself.
+  plain = tmp_path / "plain.txt"
+  plain.write_text("EU O\nrejects O\n\nGerman O\n")
+  runs = [start([sys.executable, "run_ner.py", *args]) for args in (
+      base + [f"--train_file={bad}", f"--model_dir={tmp_path}/m",
+              "--do_train"],
+      base + [f"--model_dir={tmp_path}/m2", "--do_predict"],
+      trained["args"] + ["--do_eval", "--label_list=PER,LOC"],
+      base + [f"--train_file={plain}", f"--model_dir={tmp_path}/m3",
+              "--do_train"])]
+  res = runs[0].result()
   assert res.returncode == 2
   assert res.stderr.strip().splitlines()[-1] == (
       f"run_ner: {bad}:3: tag X-MISC is not O or B-, I-, E-, S- "
       "followed by a type")
-  res = _run(base + [f"--model_dir={tmp_path}/m2", "--do_predict"])
+  res = runs[1].result()
   assert res.returncode == 2
   assert res.stderr.strip().splitlines()[-1] == (
       "run_ner: no labels: pass --label_list or --do_train, or use a "
       "--model_dir holding ner_labels.json")
-  res = _run(trained["args"] + ["--do_eval", "--label_list=PER,LOC"])
+  res = runs[2].result()
   assert res.returncode == 2
   assert "was trained with labels" in res.stderr.strip().splitlines()[-1]
-  # A training file whose tags are all O names itself.
-  plain = tmp_path / "plain.txt"
-  plain.write_text("EU O\nrejects O\n\nGerman O\n")
-  res = _run(base + [f"--train_file={plain}", f"--model_dir={tmp_path}/m3",
-                     "--do_train"])
+  res = runs[3].result()
   assert res.returncode == 2
   assert res.stderr.strip().splitlines()[-1] == (
       f"run_ner: {plain}: labels ['O']: no entity type to learn")
 
 
+def _predict_command(trained, predict_file, predict_dir, *extra):
+  return [sys.executable, "run_ner.py"] + [
+      a for a in trained["args"] if not a.startswith("--predict_file")] + [
+          f"--predict_file={predict_file}", "--do_predict",
+          f"--predict_dir={predict_dir}", *extra]
+
+
 def _predict(trained, predict_file, predict_dir, *extra):
-  return _run([a for a in trained["args"]
-               if not a.startswith("--predict_file")]
-              + [f"--predict_file={predict_file}", "--do_predict",
-                 f"--predict_dir={predict_dir}", *extra])
+  return run(_predict_command(trained, predict_file, predict_dir, *extra))
 
 
 def test_predictions_never_replace_a_users_file(trained, tmp_path):
@@ -263,6 +299,9 @@ def test_predictions_never_replace_a_users_file(trained, tmp_path):
       "pass --overwrite to replace it")
   assert "ner inference" not in res.stderr   # refused before any work
   os.rename(folder / "eng.testb.predictions.jsonl", tmp_path / "notes")
+  # The second input again and, beside it, a --predict_dir that is a file
+  # (checked below).
+  into_file = start(_predict_command(trained, testa, tmp_path / "notes"))
   res = _predict(trained, testb, folder)
   assert res.returncode == 0, res.stderr[-3000:]
 
@@ -280,7 +319,7 @@ def test_predictions_never_replace_a_users_file(trained, tmp_path):
       assert json.load(f)["file"] == source
 
   # A --predict_dir that is a file is refused before inference.
-  res = _predict(trained, testa, tmp_path / "notes")
+  res = into_file.result()
   assert res.returncode == 2
   assert res.stderr.strip().splitlines()[-1] == (
       f"run_ner: --predict_dir={tmp_path}/notes: {tmp_path}/notes is a file, "

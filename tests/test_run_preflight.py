@@ -5,6 +5,7 @@ files, a bad evaluation row or passage, a missing predict file."""
 
 import json
 import os
+import sys
 
 import pytest
 
@@ -15,7 +16,8 @@ from data_utils.race import reader as race_data
 from xlnet_tf.tasks.classification.workflow import ClassifierOptions, ClassifierWorkflow
 from xlnet_tf.tasks.multiple_choice.workflow import RaceOptions, RaceWorkflow
 from xlnet_tf.tasks.squad.workflow import SquadOptions, SquadWorkflow
-from conftest import refused_line, spiece_path, tree_digest
+from conftest import (early_result, refused, run, shared_dir, spiece_path,
+                      tree_digest)
 from input_cases import (TINY, race_dir, race_passage, rte_dir, squad_file,
                          squad_qa, workflow_options)
 
@@ -192,9 +194,8 @@ def test_race_and_squad_missing_inputs(shared, tmp_path):
       "nothing to evaluate against; use --do_predict")
 
 
-def _assert_refused_before_training(script, args, line, tmp_path, data,
-                                    digests):
-  assert refused_line(script, args) == line
+def _assert_refused_before_training(res, line, tmp_path, data, digests):
+  assert refused(res) == line
   # Nothing was trained or cached; the user's files are as they were.
   assert not os.path.exists(tmp_path / "model")
   assert not os.path.exists(tmp_path / "proc")
@@ -210,42 +211,67 @@ def _common_flags(shared, tmp_path):
           "--train_steps=2", "--iterations=1", "--train_batch_size=2"]
 
 
-def test_run_classifier_missing_dev_fails_before_training(shared, tmp_path):
+# The three runs below are early runs (see conftest): each returns its
+# folder, data, the data's digests and the result.
+def classifier_missing_dev(tmp_path):
   data = rte_dir(tmp_path / "RTE", files=("train.tsv",))
   digests = tree_digest(data)
+  return tmp_path, data, digests, run([
+      sys.executable, "run_classifier.py",
+      *_common_flags(shared_dir(), tmp_path), "--task_name=rte",
+      f"--data_dir={data}", "--max_seq_length=16", "--do_train",
+      "--do_eval"], 600)
+
+
+@pytest.mark.early("classifier_missing_dev")
+@pytest.mark.usefixtures("shared")
+def test_run_classifier_missing_dev_fails_before_training():
+  tmp_path, data, digests, res = early_result(classifier_missing_dev)
   _assert_refused_before_training(
-      "run_classifier.py", _common_flags(shared, tmp_path) + [
-          "--task_name=rte", f"--data_dir={data}", "--max_seq_length=16",
-          "--do_train", "--do_eval"],
-      f"run_classifier: --data_dir={data}: dev.tsv not found (needed by "
+      res, f"run_classifier: --data_dir={data}: dev.tsv not found (needed by "
       "--do_eval for split 'dev')", tmp_path, data, digests)
 
 
-def test_run_race_bad_dev_passage_fails_before_training(shared, tmp_path):
+def race_bad_dev_passage(tmp_path):
   data = race_dir(tmp_path / "RACE")
   bad = os.path.join(data, "dev", "high", "1.txt")
   with open(bad, "w", encoding="utf-8") as f:
     json.dump(race_passage(options=["ABCD"]), f)
   digests = tree_digest(data)
+  return tmp_path, data, digests, run([
+      sys.executable, "run_race.py", *_common_flags(shared_dir(), tmp_path),
+      f"--data_dir={data}", "--max_seq_length=64", "--max_qa_length=16",
+      "--do_train", "--do_eval"], 600)
+
+
+@pytest.mark.early("race_bad_dev_passage")
+@pytest.mark.usefixtures("shared")
+def test_run_race_bad_dev_passage_fails_before_training():
+  tmp_path, data, digests, res = early_result(race_bad_dev_passage)
+  bad = os.path.join(data, "dev", "high", "1.txt")
   _assert_refused_before_training(
-      "run_race.py", _common_flags(shared, tmp_path) + [
-          f"--data_dir={data}", "--max_seq_length=64", "--max_qa_length=16",
-          "--do_train", "--do_eval"],
-      f"run_race: {bad}: question 0 needs 4 options (a list of 4 "
+      res, f"run_race: {bad}: question 0 needs 4 options (a list of 4 "
       "strings), got a string", tmp_path, data, digests)
 
 
-def test_run_squad_missing_predict_file_fails_before_training(shared,
-                                                             tmp_path):
+def squad_missing_predict_file(tmp_path):
   data = tmp_path / "squad"
   data.mkdir()
   train = squad_file(data / "train.json", [squad_qa("q1")])
   digests = tree_digest(data)
   missing = data / "dev-v1.1.json"
+  return tmp_path, data, digests, run([
+      sys.executable, "run_squad.py", *_common_flags(shared_dir(), tmp_path),
+      f"--train_file={train}", f"--predict_file={missing}",
+      "--max_seq_length=32", "--max_query_length=8", "--do_train",
+      "--do_predict"], 600)
+
+
+@pytest.mark.early("squad_missing_predict_file")
+@pytest.mark.usefixtures("shared")
+def test_run_squad_missing_predict_file_fails_before_training():
+  tmp_path, data, digests, res = early_result(squad_missing_predict_file)
+  missing = data / "dev-v1.1.json"
   _assert_refused_before_training(
-      "run_squad.py", _common_flags(shared, tmp_path) + [
-          f"--train_file={train}", f"--predict_file={missing}",
-          "--max_seq_length=32", "--max_query_length=8", "--do_train",
-          "--do_predict"],
-      f"run_squad: --predict_file={missing}: no such file (needed by "
+      res, f"run_squad: --predict_file={missing}: no such file (needed by "
       "--do_predict)", tmp_path, data, digests)

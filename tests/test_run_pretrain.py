@@ -17,7 +17,7 @@ import xlnet_tf as xt
 from data_utils.pretraining import examples as pd
 from data_utils.pretraining.create_pretrain_data import create_pretrain_data
 from data_utils.pretraining.reader import pretrain_dataset
-from conftest import corpus_slice, spiece_path
+from conftest import corpus_slice, spiece_path, start
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CFG = pd.PretrainDataConfig(seq_len=32, reuse_len=16, bsz_per_host=4,
@@ -35,6 +35,28 @@ def records(shared, tmp_path_factory):
   create_pretrain_data([corpus], CFG, str(work / "data"), spiece_path(shared),
                        pass_ids=[0, 1], seed=1)
   return str(work / "data" / "tfrecords")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def begun(shared, records, tmp_path_factory):
+  """The runs of the last two tests, which need nothing but the records,
+  begun with the module's first test so that they overlap its work (CI
+  has 2 cores). The second reads records built for two cores per host, two
+  replicas of batch 2."""
+  bad = tmp_path_factory.mktemp("bad_flags")
+  two = tmp_path_factory.mktemp("two_cores")
+  cfg2 = pd.PretrainDataConfig(**dict(CFG.to_dict(), num_core_per_host=2))
+  corpus = os.path.join(os.path.dirname(os.path.dirname(records)),
+                        "corpus.txt")
+  create_pretrain_data([corpus], cfg2, str(two / "data"), spiece_path(shared),
+                       seed=1)
+  return {
+      "bad_flags": start(_cmd(records, bad / "m", 10)[:-len(MODEL_FLAGS)] +
+                         ["--seq_len=64"], 300),
+      "mirrored": start(_cmd(
+          str(two / "data" / "tfrecords"), two / "m", 20,
+          ["--iterations=10", "--strategy=mirrored", "--num_cpu_devices=2"]),
+                        600)}
 
 
 def _cmd(records, model_dir, steps, extra=()):
@@ -78,7 +100,7 @@ def test_loss_falls_and_export_loads_into_classifier(records, tmp_path):
 
 def test_killed_run_resumes_at_saved_step(records, tmp_path):
   model_dir = tmp_path / "model"
-  cmd = _cmd(records, model_dir, 400, ["--iterations=10", "--save_steps=20"])
+  cmd = _cmd(records, model_dir, 100, ["--iterations=10", "--save_steps=20"])
   proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL,
                           stderr=subprocess.PIPE, text=True)
   deadline = time.time() + 300
@@ -92,17 +114,17 @@ def test_killed_run_resumes_at_saved_step(records, tmp_path):
   proc.wait()
   saved = int(re.search(r"ckpt-(\d+)$", tf.train.latest_checkpoint(
       str(model_dir))).group(1))
-  assert saved < 400  # it really was interrupted
+  assert saved < 100  # it really was interrupted
   res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True,
                        timeout=600)
   assert res.returncode == 0, res.stderr[-2000:]
   assert f"resumed from {model_dir}/ckpt-{saved} at step {saved}" in res.stderr
   steps = [s for s, _ in _losses(res.stderr)]
-  assert steps[0] == saved + 10 and steps[-1] == 400
-  reader = tf.train.load_checkpoint(str(model_dir / "ckpt-400"))
+  assert steps[0] == saved + 10 and steps[-1] == 100
+  reader = tf.train.load_checkpoint(str(model_dir / "ckpt-100"))
   names = reader.get_variable_to_shape_map()
   iterations = [n for n in names if n.startswith("optimizer/iter")]
-  assert reader.get_tensor(iterations[0]) == 400
+  assert reader.get_tensor(iterations[0]) == 100
 
 
 def test_skip_resumes_the_exact_input_position(records):
@@ -115,10 +137,8 @@ def test_skip_resumes_the_exact_input_position(records):
     np.testing.assert_array_equal(a, b)
 
 
-def test_bad_flags_are_one_line_errors(records, tmp_path):
-  res = subprocess.run(
-      _cmd(records, tmp_path / "m", 10)[:-len(MODEL_FLAGS)] +
-      ["--seq_len=64"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+def test_bad_flags_are_one_line_errors(begun):
+  res = begun["bad_flags"].result()
   res_text = res.stderr.strip().splitlines()[-1]
   assert res.returncode == 2
   assert re.match(r"run_pretrain: .*record_info-train-0-0.*built with "
@@ -126,18 +146,10 @@ def test_bad_flags_are_one_line_errors(records, tmp_path):
   assert "Traceback" not in res.stderr
 
 
-def test_mirrored_over_two_logical_cpus(shared, records, tmp_path):
+def test_mirrored_over_two_logical_cpus(begun):
   """Each replica gets its own forward/backward halves: records built for
-  two cores per host, two replicas of batch 2."""
-  cfg2 = pd.PretrainDataConfig(**dict(CFG.to_dict(), num_core_per_host=2))
-  corpus = os.path.join(os.path.dirname(os.path.dirname(records)),
-                        "corpus.txt")
-  create_pretrain_data([corpus], cfg2, str(tmp_path / "data"),
-                       spiece_path(shared), seed=1)
-  res = subprocess.run(
-      _cmd(str(tmp_path / "data" / "tfrecords"), tmp_path / "m", 20,
-           ["--iterations=10", "--strategy=mirrored", "--num_cpu_devices=2"]),
-      cwd=ROOT, capture_output=True, text=True, timeout=600)
+  two cores per host, two replicas of batch 2 (`begun`)."""
+  res = begun["mirrored"].result()
   assert res.returncode == 0, res.stderr[-2000:]
   assert [s for s, _ in _losses(res.stderr)] == [10, 20]
   assert re.search(r"Using MirroredStrategy with devices \(.*device:CPU:0.*"

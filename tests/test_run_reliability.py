@@ -21,7 +21,7 @@ from xlnet_tf.config import ConfigError, check_vocab
 from xlnet_tf.training import TrainOptions
 from xlnet_tf.finetuning.driver import check_finetune_training
 from conftest import (corpus_slice, refused_line, rte_flags, spiece_path,
-                      tree_digest)
+                      start, tree_digest)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = xt.XLNetConfig(n_layer=2, d_model=16, n_head=2, d_head=8, d_inner=32,
@@ -115,27 +115,38 @@ def _pretrain_flags(records, model_dir, seed=1):
           "--mem_len=16", "--dropout=0.1", "--dropatt=0.1", f"--seed={seed}"]
 
 
-def _pretrain_losses(records, model_dir, seed):
-  res = subprocess.run([sys.executable, "run_pretrain.py",
-                        *_pretrain_flags(records, model_dir, seed)],
-                       cwd=ROOT, capture_output=True, text=True, timeout=600)
+def _pretrain_losses(started):
+  """The loss lines of a run begun with `start`, once it ended well."""
+  res = started.result()
   assert res.returncode == 0, res.stderr[-2000:]
   return re.findall(r"step \d+/\d+ loss [0-9.]+", res.stderr)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def runs(records, tmp_path_factory):
+  """Three 3-step runs side by side (CI has 2 cores), begun with the
+  module's first test: seed 1 (`trained`), seed 1 again and seed 2;
+  name -> (model_dir, the started run)."""
+  work = tmp_path_factory.mktemp("run")
+  return {name: (str(work / name), start(
+      [sys.executable, "run_pretrain.py",
+       *_pretrain_flags(records, str(work / name), seed)], 600))
+          for name, seed in (("m", 1), ("a", 1), ("b", 2))}
+
+
 @pytest.fixture(scope="module")
-def trained(records, tmp_path_factory):
+def trained(runs):
   """A finished 3-step run (seed 1) and its loss lines."""
-  model_dir = str(tmp_path_factory.mktemp("run") / "m")
-  return model_dir, _pretrain_losses(records, model_dir, 1)
+  model_dir, started = runs["m"]
+  return model_dir, _pretrain_losses(started)
 
 
-def test_same_seed_same_pretraining_run(records, trained, tmp_path):
+def test_same_seed_same_pretraining_run(runs, trained):
   _, lines = trained
   assert [l.split(" loss")[0] for l in lines] == [
       "step 1/3", "step 2/3", "step 3/3"]
-  assert _pretrain_losses(records, str(tmp_path / "a"), 1) == lines
-  other = _pretrain_losses(records, str(tmp_path / "b"), 2)
+  assert _pretrain_losses(runs["a"][1]) == lines
+  other = _pretrain_losses(runs["b"][1])
   assert other[0] != lines[0]
 
 

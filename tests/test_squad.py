@@ -5,7 +5,6 @@ records, postprocessing, official metrics) is in tests/test_squad_*.py."""
 
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -18,10 +17,8 @@ from xlnet_tf.tasks.squad.model import SquadTask
 from xlnet_tf.tasks.squad.serving import export_squad
 from xlnet_tf.training import TrainOptions
 from xlnet_tf.tasks.squad.workflow import SquadOptions, SquadWorkflow
-from conftest import assert_close, spiece_path
+from conftest import assert_close, early_result, run, shared_dir, spiece_path
 from squad_cases import squad_json as _squad, write_json as _write
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture(scope="module")
@@ -156,7 +153,11 @@ def test_workflow_prepro_and_v2_answers(shared, dev_path, tmp_path):
           "predictions_best_thresh", "results")])
 
 
-def test_run_squad_end_to_end(shared, dev_path, tmp_path):
+def squad_run(tmp_path):
+  """run_squad.py trains, evaluates and predicts (an early run: see
+  conftest): its folder, files, question ids, flags and result."""
+  shared = shared_dir()
+  dev_path = os.path.join(shared, "data", "squad", "dev-v1.1.json")
   train, predict, qids = _tiny_files(dev_path, tmp_path)
   config = xt.XLNetConfig(n_layer=1, d_model=16, n_head=2, d_head=8,
                           d_inner=32, n_token=32000)
@@ -167,11 +168,17 @@ def test_run_squad_end_to_end(shared, dev_path, tmp_path):
             f"--output_dir={tmp_path}/proc", f"--model_dir={tmp_path}/model",
             f"--train_file={train}", "--max_seq_length=128",
             "--doc_stride=64", "--max_query_length=32"]
-  res = subprocess.run(common + [
+  return tmp_path, predict, qids, common, run(common + [
       f"--predict_file={predict}", "--do_train", "--do_eval", "--do_predict",
       "--train_steps=4", "--train_batch_size=4", "--iterations=2",
       "--eval_batch_size=16", "--predict_batch_size=16", "--num_proc=2"],
-      cwd=ROOT, capture_output=True, text=True, timeout=600)
+      600)
+
+
+@pytest.mark.early("squad_run")
+@pytest.mark.usefixtures("shared")
+def test_run_squad_end_to_end():
+  tmp_path, predict, qids, common, res = early_result(squad_run)
   assert res.returncode == 0, res.stderr[-3000:]
   out = tmp_path / "model" / "predictions"
   name = os.path.basename(predict)
@@ -197,9 +204,8 @@ def test_run_squad_end_to_end(shared, dev_path, tmp_path):
              if n.endswith(".tf_record")]
   assert len(records) == 2
   # A user mistake: one line on stderr, exit 2.
-  res = subprocess.run(common + [f"--predict_file={tmp_path}/nope.json",
-                                 "--do_predict"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=600)
+  res = run(common + [f"--predict_file={tmp_path}/nope.json", "--do_predict"],
+            600)
   assert res.returncode == 2
   assert res.stderr.strip().splitlines()[-1] == (
       f"run_squad: --predict_file={tmp_path}/nope.json: no such file (needed "

@@ -5,16 +5,16 @@ data order included (issue 28)."""
 import os
 import re
 import signal
-import subprocess
 import sys
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 import xlnet_tf as xt
-from conftest import event_scalars, rte_flags
+from conftest import (early_result, event_scalars, rte_flags, run,
+                      shared_dir, start)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # n_token: the released vocabulary (the classifier refuses a smaller one).
 CONFIG = xt.XLNetConfig(n_layer=2, d_model=16, n_head=2, d_head=8, d_inner=32,
                         n_token=32000)
@@ -42,10 +42,8 @@ runpy.run_path("run_classifier.py", run_name="__main__")
 """
 
 
-def _start(flags, kill_at=0):
-  return subprocess.Popen(
-      [sys.executable, "-c", _KILLED_AFTER_SAVE, str(kill_at), *flags],
-      cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def _command(flags, kill_at=0):
+  return [sys.executable, "-c", _KILLED_AFTER_SAVE, str(kill_at), *flags]
 
 
 def _flags(shared, tmp_path, name):
@@ -71,18 +69,26 @@ def _weights(model_dir):
           if name != "_CHECKPOINTABLE_OBJECT_GRAPH"}
 
 
-def test_killed_finetuning_resumes_exactly(shared, tmp_path):
-  whole, killed = (_flags(shared, tmp_path, name)
+def killed_and_resumed(tmp_path):
+  """The uninterrupted run beside the one killed after the checkpoint of
+  step 2 (two processes at once: half the wall time), then the killed one
+  again (an early run: see conftest)."""
+  whole, killed = (_flags(shared_dir(), tmp_path, name)
                    for name in ("whole", "killed"))
-  # The uninterrupted run beside the one killed after the checkpoint of
-  # step 2 (two processes at once: half the wall time).
-  runs = [_start(whole), _start(killed, kill_at=2)]
-  (_, whole_log), (_, killed_log) = (p.communicate(timeout=300)
-                                     for p in runs)
-  assert runs[0].returncode == 0, whole_log[-3000:]
-  assert runs[1].returncode == -signal.SIGKILL, killed_log[-3000:]
-  resumed = _start(killed)
-  _, log = resumed.communicate(timeout=300)
+  runs = [start(_command(whole), 300), start(_command(killed, 2), 300)]
+  runs = [r.result() for r in runs]
+  if runs[1].returncode != -signal.SIGKILL:
+    return tmp_path, runs
+  return tmp_path, runs + [run(_command(killed), 300)]
+
+
+@pytest.mark.early("killed_and_resumed")
+def test_killed_finetuning_resumes_exactly(shared):
+  tmp_path, runs = early_result(killed_and_resumed)
+  assert runs[0].returncode == 0, runs[0].stderr[-3000:]
+  assert runs[1].returncode == -signal.SIGKILL, runs[1].stderr[-3000:]
+  resumed = runs[2]
+  log = resumed.stderr
   assert resumed.returncode == 0, log[-3000:]
   model_dir = tmp_path / "killed" / "model"
   assert f"resumed from {model_dir}/ckpt-2 at step 2" in log

@@ -4,7 +4,6 @@ the first and the last also for a classifier reading 2 segments with memory
 and back-propagating through both (`bptt_segments=2`)."""
 
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -15,6 +14,7 @@ import xlnet_tf as xt
 from xlnet_tf.tasks import ClassifierTask
 from xlnet_tf.training import TrainOptions, Trainer
 
+from conftest import start
 from linear_adam import LINEAR_ADAM
 
 CONFIG = xt.XLNetConfig(n_layer=2, d_model=16, n_head=2, d_head=8, d_inner=32,
@@ -70,9 +70,20 @@ def _initial_weights():
   return _INIT["w"]
 
 
+_ONE_DEVICE = {}
+
+
+def _one_device(tmp_path, case):
+  """`_train_one_step` of all 8 examples on one device (several tests
+  compare with it: computed once per case)."""
+  if case not in _ONE_DEVICE:
+    _ONE_DEVICE[case] = _train_one_step(tmp_path / "one", 8, case)
+  return _ONE_DEVICE[case]
+
+
 @pytest.mark.parametrize("case", ["one_window", "segments"])
 def test_gradient_accumulation_equals_one_large_batch(tmp_path, case):
-  whole, whole_logs = _train_one_step(tmp_path / "a", 8, case)
+  whole, whole_logs = _one_device(tmp_path, case)
   accumulated, acc_logs = _train_one_step(tmp_path / "b", 4, case,
                                           grad_accum_steps=2)
   np.testing.assert_allclose(acc_logs["loss"], whole_logs["loss"], rtol=1e-6)
@@ -86,14 +97,15 @@ def test_gradient_accumulation_equals_one_large_batch(tmp_path, case):
 
 
 def test_xla_step_equals_plain_step(tmp_path):
-  plain, _ = _train_one_step(tmp_path / "a", 8)
+  plain, _ = _one_device(tmp_path, "one_window")
   xla, _ = _train_one_step(tmp_path / "b", 8, jit_compile=True)
   for a, b in zip(plain, xla):
     np.testing.assert_allclose(a, b, atol=1e-5)
 
 
+# Both cases, each into <work>/<case>.npz.
 MIRRORED = """
-import sys, numpy as np, tensorflow as tf
+import os, sys, numpy as np, tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(
     cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
@@ -104,27 +116,38 @@ strategy = make_strategy("mirrored")
 assert strategy.num_replicas_in_sync == 2
 init = np.load({init!r})
 t._INIT["w"] = [init[f"arr_{{k}}"] for k in range(len(init.files))]
-weights, logs = t._train_one_step({model_dir!r}, 4, {case!r}, strategy)
-np.savez({out!r}, *weights, loss=logs["loss"], grad_norm=logs["grad_norm"])
+for case in ("one_window", "segments"):
+  weights, logs = t._train_one_step(os.path.join({work!r}, case), 4, case,
+                                    strategy)
+  np.savez(os.path.join({work!r}, case + ".npz"), *weights, loss=logs["loss"],
+           grad_norm=logs["grad_norm"])
 """
 
 
-@pytest.mark.parametrize("case", ["one_window", "segments"])
-def test_mirrored_two_replicas_equal_one_device(tmp_path, case):
-  """Two replicas of 4 give the loss, gradient norm and update of one device
-  with the same 8 examples (replica r takes the r-th batch of 4)."""
+@pytest.fixture(scope="module", autouse=True)
+def two_replicas(tmp_path_factory):
+  """The two-replica runs (a process with two logical CPUs), begun with the
+  module's first test so that they overlap its work: their folder and the
+  started run."""
   tests = os.path.dirname(os.path.abspath(__file__))
-  out = str(tmp_path / "mirrored.npz")
-  init = str(tmp_path / "init.npz")
+  work = tmp_path_factory.mktemp("mirrored")
+  init = str(work / "init.npz")
   np.savez(init, *_initial_weights())  # the same start in both processes
   script = MIRRORED.format(root=os.path.dirname(tests), tests=tests,
-                           model_dir=str(tmp_path / "m"), out=out, init=init,
-                           case=case)
-  res = subprocess.run([sys.executable, "-c", script], capture_output=True,
-                       text=True, timeout=600)
+                           work=str(work), init=init)
+  return work, start([sys.executable, "-c", script], 600)
+
+
+@pytest.mark.parametrize("case", ["one_window", "segments"])
+def test_mirrored_two_replicas_equal_one_device(tmp_path, two_replicas,
+                                                case):
+  """Two replicas of 4 give the loss, gradient norm and update of one device
+  with the same 8 examples (replica r takes the r-th batch of 4)."""
+  work, started = two_replicas
+  res = started.result()
   assert res.returncode == 0, res.stderr[-3000:]
-  mirrored = np.load(out)
-  weights, logs = _train_one_step(tmp_path / "one", 8, case)
+  mirrored = np.load(work / f"{case}.npz")
+  weights, logs = _one_device(tmp_path, case)
   np.testing.assert_allclose(mirrored["loss"], logs["loss"], rtol=1e-6)
   np.testing.assert_allclose(mirrored["grad_norm"], logs["grad_norm"],
                              rtol=1e-5)
