@@ -26,12 +26,12 @@ import json
 import os
 import re
 
-from absl import app, flags
+from absl import flags
 
 from data_utils import beam_jobs
 from data_utils.batch_inputs import (FORMATS, InputSpec, check_spec,
                                      file_format, input_files)
-from data_utils.errors import UsageError, check_positive, run_main
+from data_utils.errors import UsageError, check_positive, run_app, run_main
 from xlnet_tf.batch_predict.job import BatchJob, resolve_export
 from xlnet_tf.batch_predict.run import check_output_dir, run_job, summary
 from xlnet_tf.tasks.language_model.batch import JOBS
@@ -158,11 +158,10 @@ def _run():
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+  del argv
   return run_main("run_batch_predict", _run)
 
 
 if __name__ == "__main__":
   define_flags()
-  app.run(main)
+  run_app("run_batch_predict", main)

@@ -23,9 +23,10 @@ with Transformer-XL memory instead of truncating to one window.
 
 import dataclasses
 
-from absl import app, flags
+from absl import flags
 
 from data_utils.classification.reader import GenericSpec
+from data_utils.errors import run_app
 from xlnet_tf import cli
 from xlnet_tf.tasks.classification.workflow import check_segment_options
 from xlnet_tf.tasks.registry import task_spec
@@ -86,4 +87,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  run_app("run_classifier", main)

@@ -20,9 +20,9 @@ masked_mean (padding excluded); see `xlnet_tf/tasks/embeddings.py`.
 
 import json
 
-from absl import app, flags
+from absl import flags
 
-from data_utils.errors import UsageError, check_positive, run_main
+from data_utils.errors import UsageError, check_positive, run_app, run_main
 from data_utils.lm.embedding_files import (EmbeddingWriter, output_files,
                                            text_pieces)
 from data_utils.lm.texts import read_texts
@@ -120,4 +120,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  run_app("run_embed", main)

@@ -25,9 +25,9 @@ Without `--output_file` the lines go to stdout.
 import json
 import math
 
-from absl import app, flags, logging
+from absl import flags, logging
 
-from data_utils.errors import UsageError, check_positive, run_main
+from data_utils.errors import UsageError, check_positive, run_app, run_main
 from data_utils.lm.texts import read_texts
 from data_utils.progress import Progress
 from data_utils.tokenization import EOD_ID
@@ -203,11 +203,10 @@ def generate_main(f) -> int:
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+  del argv
   return run_main("run_generate", lambda: generate_main(flags.FLAGS))
 
 
 if __name__ == "__main__":
   define_flags()
-  app.run(main)
+  run_app("run_generate", main)

@@ -19,9 +19,9 @@ One JSONL line per text, in input order (stdout, or `--output_file`):
 """
 
 
-from absl import app, flags
+from absl import flags
 
-from data_utils.errors import UsageError, run_main
+from data_utils.errors import UsageError, run_app, run_main
 from data_utils.lm import infill
 from data_utils.progress import Progress
 from xlnet_tf.tasks.language_model import infilling
@@ -108,11 +108,10 @@ def infill_main(f) -> int:
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+  del argv
   return run_main("run_infill", lambda: infill_main(flags.FLAGS))
 
 
 if __name__ == "__main__":
   define_flags()
-  app.run(main)
+  run_app("run_infill", main)

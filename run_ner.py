@@ -20,8 +20,9 @@ raw-text signature: entities with character offsets, a tag per word; needs
 tensorflow_text); `--export_tflite` adds `tflite/<step>`.
 """
 
-from absl import app, flags
+from absl import flags
 
+from data_utils.errors import run_app
 from data_utils.ner.schemes import SCHEMES
 from xlnet_tf import cli
 from xlnet_tf.tasks.registry import task_spec
@@ -68,4 +69,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  run_app("run_ner", main)

@@ -20,11 +20,12 @@ import re
 from typing import Dict
 
 import tensorflow as tf
-from absl import app, flags, logging
+from absl import flags, logging
 
 import xlnet_tf
 from data_utils.errors import (UsageError, UserError, check_positive,
-                               check_writable_dir, read_json, run_main)
+                               check_writable_dir, read_json, run_app,
+                               run_main)
 from data_utils.pretraining.examples import PretrainDataConfig
 from data_utils.pretraining.reader import (check_record_files,
                                            load_record_infos,
@@ -299,4 +300,4 @@ def _pretrain(f) -> int:
 
 
 if __name__ == "__main__":
-  app.run(main)
+  run_app("run_pretrain", main)

@@ -14,8 +14,9 @@ evaluation split; training ends with a SavedModel (features of the four
 options -> four logits).
 """
 
-from absl import app, flags
+from absl import flags
 
+from data_utils.errors import run_app
 from xlnet_tf import cli
 from xlnet_tf.tasks.registry import task_spec
 
@@ -49,4 +50,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  run_app("run_race", main)

@@ -18,9 +18,9 @@ text, in input order: `text`, `context`, `order`, `pieces`, `ids`,
 import json
 import math
 
-from absl import app, flags, logging
+from absl import flags, logging
 
-from data_utils.errors import UsageError, run_main
+from data_utils.errors import UsageError, run_app, run_main
 from data_utils.lm.texts import read_texts
 from data_utils.progress import Progress
 from xlnet_tf.tasks.language_model import scoring
@@ -106,11 +106,10 @@ def score_main(f) -> int:
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+  del argv
   return run_main("run_score", lambda: score_main(flags.FLAGS))
 
 
 if __name__ == "__main__":
   define_flags()
-  app.run(main)
+  run_app("run_score", main)

@@ -27,8 +27,9 @@ answer inside a piece snaps to the whole piece; by default pieces are split
 where the character class changes and between digits).
 """
 
-from absl import app, flags
+from absl import flags
 
+from data_utils.errors import run_app
 from xlnet_tf import cli
 from xlnet_tf.tasks.registry import task_spec
 
@@ -95,4 +96,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  run_app("run_squad", main)

@@ -8,7 +8,7 @@ is a bug and keeps its traceback.
 
 Every entry point's body runs through `run_main`:
 
-    >>> import io, contextlib
+    >>> import io
     >>> def body():
     ...   raise UserError("--max_seq_length=0: must be at least 4")
     >>> err = io.StringIO()
@@ -24,7 +24,9 @@ import contextlib
 import json
 import os
 import sys
-from typing import Callable, Optional
+from typing import Callable, List, Optional
+
+from absl import app, flags
 
 
 class UserError(ValueError):
@@ -126,6 +128,50 @@ def run_main(program: str, body: Callable[[], Optional[int]]) -> int:
     sys.stderr.write(f"{program}: {message}\n")
     sys.stderr.flush()
     return 2
+
+
+def parse_flags(program: str, argv: List[str],
+                flag_values: flags.FlagValues = flags.FLAGS) -> List[str]:
+  """absl's flag parsing for `app.run`, where a flag that does not parse and
+  an argument that is not a flag are one line `program: ...` on stderr with
+  exit code 2 (absl prints its usage and exits 1; a stray argument it hands
+  to the script, which ignored it: an unquoted `--input_glob corpus/*.txt`,
+  expanded by the shell, silently lost all files but the first).
+
+    >>> import io
+    >>> err = io.StringIO()
+    >>> with contextlib.redirect_stderr(err):
+    ...   try:
+    ...     parse_flags("run_x", ["run_x", "b.txt", "c.txt"],
+    ...                 flags.FlagValues())
+    ...   except SystemExit as e:
+    ...     code = e.code
+    >>> code, err.getvalue()  # doctest: +NORMALIZE_WHITESPACE
+    (2, 'run_x: unexpected arguments b.txt c.txt: every option is
+    --name=value (a glob the shell expanded? put it in quotes)\\n')
+  """
+  try:
+    rest = flag_values(argv)
+  except flags.Error as e:
+    _usage_exit(program, one_line(e))
+  if len(rest) > 1:
+    plural = "s" if len(rest) > 2 else ""
+    _usage_exit(program, f"unexpected argument{plural} {' '.join(rest[1:])}:"
+                " every option is --name=value (a glob the shell expanded? "
+                "put it in quotes)")
+  return rest
+
+
+def _usage_exit(program: str, message: str) -> None:
+  sys.stderr.write(f"{program}: {message}\n")
+  sys.stderr.flush()
+  sys.exit(2)
+
+
+def run_app(program: str, main: Callable[[List[str]], Optional[int]]
+            ) -> None:
+  """`app.run(main)` with `parse_flags`: every entry script's last line."""
+  app.run(main, flags_parser=lambda argv: parse_flags(program, argv))
 
 
 def check_writable_dir(path: str, flag: str, value: Optional[str] = None

@@ -14,11 +14,12 @@ from __future__ import annotations
 import os
 
 import sentencepiece as spm
-from absl import app, flags
+from absl import flags
 
 from data_utils.atomic import atomic_path, temp_dir
 from data_utils.errors import (UsageError, UserError, check_positive,
-                               check_writable_dir, run_main, text_problem)
+                               check_writable_dir, run_app, run_main,
+                               text_problem)
 from data_utils.tokenization import SentencePieceTokenizer
 
 CONTROL = ["<cls>", "<sep>", "<pad>", "<mask>", "<eod>"]
@@ -96,4 +97,4 @@ if __name__ == "__main__":
   flags.DEFINE_bool("overwrite", False,
                     "Replace an existing <model_prefix>.model / .vocab.")
   flags.mark_flags_as_required(["input", "model_prefix"])
-  app.run(main)
+  run_app("train_spiece", main)

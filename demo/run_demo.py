@@ -28,10 +28,10 @@ import sys
 import time
 
 import numpy as np
-from absl import app, flags
+from absl import flags
 
 from data_utils.classification.features import convert_example
-from data_utils.errors import run_main
+from data_utils.errors import run_app, run_main
 from data_utils.tokenization import SentencePieceTokenizer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -308,4 +308,4 @@ def main(argv) -> int:
 
 
 if __name__ == "__main__":
-  app.run(main)
+  run_app("run_demo", main)

@@ -1,0 +1,142 @@
+"""The runner a user names is the runner that runs, and every bad runner,
+option or argument of the two Beam jobs is one line before any work.
+
+- `--runner=DirectRunner` runs Beam's Python runner (`beam_direct`), never
+  Prism (Beam 2.77's DirectRunner tries Prism first, downloading it).
+- A runner known to lose this project's data (DaskRunner) is refused.
+- A Beam option Beam does not know (a typo) is refused, with Beam's own
+  close match.
+- A runner that cannot take the job (no job server) is one line.
+- The entry scripts refuse a stray argument and a flag absl cannot parse
+  in one line with exit code 2 (absl exits 1 after its usage text).
+"""
+
+import socket
+import sys
+import urllib.error
+import urllib.request
+
+import apache_beam as beam
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.runners.portability import prism_runner
+
+from conftest import refused, start
+from data_utils import beam_jobs
+from data_utils.beam_direct import PythonDirectRunner
+from data_utils.errors import UsageError
+
+TWO_WORKERS = "--direct_num_workers=2 --direct_running_mode=multi_processing"
+
+
+def _count_pipeline(beam_args):
+  pipeline = beam.Pipeline(options=PipelineOptions(beam_args))
+  add = beam_jobs.count("test")
+  _ = (pipeline | beam.Create(list(range(1, 11)))
+       | beam.Map(lambda x: add("sum", x)))
+  return pipeline
+
+
+@pytest.mark.parametrize("options", [None, TWO_WORKERS])
+def test_direct_runner_is_the_python_runner_never_prism(monkeypatch, options):
+  def prism(*args, **kwargs):
+    raise AssertionError("Prism was tried")
+  monkeypatch.setattr(prism_runner.PrismRunner, "run_pipeline", prism)
+  beam_args = beam_jobs.check_options("DirectRunner", options)
+  assert beam_args[0] == f"--runner={beam_jobs.LOCAL}"
+  assert beam_jobs.runner_name(beam_args) == "DirectRunner"
+  pipeline = _count_pipeline(beam_args)
+  assert type(pipeline.runner) is PythonDirectRunner  # pylint: disable=unidiomatic-typecheck
+  # Every element counted once, in process and on two worker processes.
+  assert beam_jobs.run(pipeline, "test", UsageError) == {"sum": 55}
+
+
+@pytest.mark.parametrize("runner, options, line", [
+    ("DirectRunner", "--direct_num_workerz=2",
+     "--pipeline_options: --direct_num_workerz=2 is not an option of Beam "
+     "or of the DirectRunner (did you mean --direct_num_workers?)"),
+    ("DirectRunner", "--direct_num_workers=2 stray",
+     "--pipeline_options: stray is not an option of Beam or of the "
+     "DirectRunner"),
+    ("FlinkRunner", "--parallelizm=2",
+     "--pipeline_options: --parallelizm=2 is not an option of Beam or of "
+     "the FlinkRunner (did you mean --parallelism?)"),
+    ("DirectRunner", "--direct_num_workers=two",
+     "--pipeline_options: argument --direct_num_workers: invalid int value: "
+     "'two'"),
+    ("DaskRunner", None,
+     "--runner=DaskRunner: refused: Beam's DaskRunner sends every tagged "
+     "output to every consumer and drops all sinks but the last and the "
+     "outputs of finish_bundle, so this job would lose rows on it (tested "
+     "on: DirectRunner in process and with 2 worker processes)"),
+])
+def test_bad_runner_and_options_are_one_line(runner, options, line):
+  with pytest.raises(UsageError) as e:
+    beam_jobs.check_options(runner, options)
+  assert str(e.value) == line
+
+
+def test_refused_by_class_path_too():
+  with pytest.raises(UsageError) as e:
+    beam_jobs.check_options("apache_beam.runners.dask.dask_runner.DaskRunner",
+                            None)
+  assert str(e.value).startswith(
+      "--runner=apache_beam.runners.dask.dask_runner.DaskRunner: refused: ")
+
+
+def test_runner_without_a_job_server_is_one_line(monkeypatch, tmp_path):
+  """Flink offline: Beam cannot fetch its job server's jar (a RuntimeError
+  with a traceback before); a portable endpoint that nothing answers."""
+  monkeypatch.setenv("HOME", str(tmp_path))  # no jar cached
+
+  def offline(*args, **kwargs):
+    raise urllib.error.URLError("offline")
+  monkeypatch.setattr(urllib.request, "urlopen", offline)
+  with pytest.raises(UsageError) as e:
+    beam_jobs.run(_count_pipeline(beam_jobs.check_options("FlinkRunner",
+                                                          None)),
+                  "test", UsageError)
+  assert str(e.value).startswith(
+      "--runner=FlinkRunner: the job could not be submitted: Unable to "
+      "fetch remote job server jar at ")
+  assert "\n" not in str(e.value)
+  with socket.socket() as s:  # a port nothing listens on
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+  args = beam_jobs.check_options(
+      "PortableRunner", f"--job_endpoint=127.0.0.1:{port} "
+      "--job_server_timeout=2")
+  with pytest.raises(UsageError) as e:
+    beam_jobs.run(_count_pipeline(args), "test", UsageError)
+  assert str(e.value) == ("--runner=PortableRunner: the job could not be "
+                          "submitted: FutureTimeoutError (no answer)")
+
+
+def test_scripts_refuse_stray_arguments_and_bad_flags_in_one_line(tmp_path):
+  """The unquoted glob the shell expands: the builder used to take the
+  first file and drop the rest; batch prediction printed its whole help."""
+  for name in "abc":
+    (tmp_path / f"{name}.txt").write_text("text\n")
+  builder = [sys.executable, "-m",
+             "data_utils.pretraining.create_pretrain_data"]
+  runs = [
+      start(builder + ["--input_glob", str(tmp_path / "a.txt"),
+                       str(tmp_path / "b.txt"), str(tmp_path / "c.txt"),
+                       "--sp_path=x", f"--save_dir={tmp_path}/out"], 300),
+      start(builder + ["--input_glob=x", "--sp_path=x",
+                       f"--save_dir={tmp_path}/out", "--bsz_per_host=abc"],
+            300),
+      start([sys.executable, "run_batch_predict.py", "--export_dir=x",
+             "stray"], 300)]
+  a, b, c = (r.result() for r in runs)
+  assert refused(a) == (
+      f"create_pretrain_data: unexpected arguments {tmp_path}/b.txt "
+      f"{tmp_path}/c.txt: every option is --name=value (a glob the shell "
+      "expanded? put it in quotes)")
+  assert refused(b) == ("create_pretrain_data: flag --bsz_per_host=abc: "
+                        "invalid literal for int() with base 10: 'abc'")
+  assert refused(c) == ("run_batch_predict: unexpected argument stray: every "
+                        "option is --name=value (a glob the shell expanded? "
+                        "put it in quotes)")
+  assert "USAGE" not in c.stdout + c.stderr  # no 58-line help
+  assert not (tmp_path / "out").exists()
