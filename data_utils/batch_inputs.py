@@ -17,26 +17,45 @@ A row is `Row(file, line, fields)` with `fields["text"]` (and
 `fields["text_b"]` when a second column is asked for), or for CoNLL
 `fields["words"]`, `["scheme"]` (the file's tag scheme) and
 `["document"]`. A row that cannot be read is `DeadRow(file, line, reason)`;
-reading goes on after it. Columns: a TSV/CSV column by header name or
-0-based index (default `sentence`, else `text`, else the first), a JSONL
-field by name (default `text`).
+reading goes on after it. A whole file that cannot be read is one dead
+row at line 0.
+
+Columns: a TSV/CSV column by header name or 0-based index, a JSONL field
+by name (default `text`). A table's text column defaults to `sentence`,
+else `text`; a header with neither (a GLUE pair file, or a text file read
+as a table, whose first line is no header) needs `--text_column`, so no
+column is guessed and no first line is silently taken for a header.
+
+Files (`data_utils.text_files`): only regular files (a FIFO, device or
+directory is refused unopened); UTF-8 only (a UTF-16/UTF-32 file is
+refused by name, a line that is not UTF-8 or holds a NUL byte is a dead
+row); a UTF-8 byte-order mark is dropped, so it neither hides a header's
+first column nor starts a text. A line over 1 MiB is a dead row, skipped
+in bounded pieces. Tables (`data_utils.table_records`): a CSV record whose
+quote is left open (not closed within 1,048,576 characters or by the end
+of the file, or running into a field that opens a quote) is a dead row at
+its first line ("unclosed quote"), and its other lines are read again.
 """
 
 from __future__ import annotations
 
-import csv
 import glob
-import io
 import json
 import os
-from typing import Iterator, List, NamedTuple, Optional, Union
+from typing import Iterator, List, NamedTuple, Optional, Tuple, Union
 
+from data_utils import table_records
 from data_utils.errors import UsageError, UserError
-from data_utils.ner.reader import read_ner
+from data_utils.ner.reader import DOCSTART, read_ner
+from data_utils.text_files import (BadLine, file_problem, has_utf8_bom,
+                                   read_lines)
 
 FORMATS = ("auto", "lines", "tsv", "csv", "jsonl", "conll")
 _BY_SUFFIX = {".tsv": "tsv", ".csv": "csv", ".jsonl": "jsonl",
               ".conll": "conll"}
+DEFAULT_COLUMNS = ("sentence", "text")
+_SHOWN_COLUMNS, _SHOWN_CHARS = 10, 40   # of a header, in a message
+_BOM_CHAR = "\ufeff"
 
 
 class Row(NamedTuple):
@@ -75,12 +94,18 @@ def file_format(path: str, input_format: str = "auto") -> str:
 
 def input_files(patterns: str) -> List[str]:
   """The files of comma-separated glob `patterns`, sorted and without
-  repeats; a pattern matching no file is a UsageError naming it."""
+  repeats. A pattern matching nothing, or matching anything that is not a
+  regular UTF-8 text file (a FIFO, a directory, a UTF-16 file: see
+  `data_utils.text_files.file_problem`), is a UsageError naming it."""
   files = []
   for pattern in [p.strip() for p in patterns.split(",") if p.strip()]:
-    found = sorted(p for p in glob.glob(pattern) if os.path.isfile(p))
+    found = sorted(glob.glob(pattern))
     if not found:
       raise UsageError(f"--input={pattern}: matches no file")
+    for path in found:
+      problem = file_problem(path)
+      if problem:
+        raise UsageError(f"{path}: {problem}")
     files.extend(found)
   if not files:
     raise UsageError("--input is empty")
@@ -89,7 +114,8 @@ def input_files(patterns: str) -> List[str]:
 
 def check_spec(spec: InputSpec, first_file: str) -> None:
   """Flag checks before any work: the format is known, a column is only
-  asked of formats that have columns, and the first file's header has it."""
+  asked of formats that have columns, and the first file's header has it
+  (or, with no column named, `sentence` or `text`)."""
   if spec.input_format not in FORMATS:
     raise UsageError(f"--input_format={spec.input_format}: use one of "
                      f"{', '.join(FORMATS)}")
@@ -102,44 +128,37 @@ def check_spec(spec: InputSpec, first_file: str) -> None:
                          f"{kind}, which has no columns")
   if kind in ("tsv", "csv"):
     with open(first_file, "rb") as f:
-      header = _header(f.readline(), kind)
-    if header is None:
-      raise UsageError(f"{first_file}:1: no header line (a {kind} file "
-                       "needs one)")
-    for column in _columns(spec, header):
-      problem = _column_problem(header, column)
-      if problem:
-        raise UsageError(f"{first_file}:1: {problem}")
+      header, problem = table_records.header(read_lines(f), kind)
+    if not problem:
+      problem = _columns(spec, header, first_file, kind)[1]
+    if problem:
+      raise UsageError(f"{first_file}:1: {problem}")
 
 
 def read_rows(path: str, spec: InputSpec
               ) -> Iterator[Union[Row, DeadRow]]:
   """Every row of `path` in order (see the module docstring)."""
+  problem = file_problem(path)
+  if problem:
+    yield DeadRow(path, 0, problem)
+    return
   kind = file_format(path, spec.input_format)
   if kind == "conll":
     yield from _conll_rows(path)
     return
   with open(path, "rb") as f:
+    lines = read_lines(f)
     if kind == "lines":
-      for n, raw in enumerate(f, 1):
-        text = _decoded(raw, path, n)
-        if isinstance(text, DeadRow):
-          yield text
+      for n, text in lines:
+        if isinstance(text, BadLine):
+          yield DeadRow(path, n, text.reason)
         else:
           yield _text_row(path, n, {"text": text.rstrip("\r\n")})
     elif kind == "jsonl":
-      yield from _jsonl_rows(f, path, spec.text_column or "text",
+      yield from _jsonl_rows(lines, path, spec.text_column or "text",
                              spec.text_b_column)
     else:
-      yield from _table_rows(f, path, kind, spec)
-
-
-def _decoded(raw: bytes, path: str, line: int) -> Union[str, DeadRow]:
-  try:
-    return raw.decode("utf-8")
-  except UnicodeDecodeError as e:
-    return DeadRow(path, line, f"not UTF-8 text (byte 0x{raw[e.start]:02x} "
-                   f"at column {e.start + 1})")
+      yield from _table_rows(lines, path, kind, spec)
 
 
 def _text_row(path: str, line: int, fields: dict) -> Union[Row, DeadRow]:
@@ -148,11 +167,11 @@ def _text_row(path: str, line: int, fields: dict) -> Union[Row, DeadRow]:
   return Row(path, line, fields)
 
 
-def _jsonl_rows(f, path, field, field_b) -> Iterator[Union[Row, DeadRow]]:
-  for n, raw in enumerate(f, 1):
-    line = _decoded(raw, path, n)
-    if isinstance(line, DeadRow):
-      yield line
+def _jsonl_rows(lines, path, field, field_b
+                ) -> Iterator[Union[Row, DeadRow]]:
+  for n, line in lines:
+    if isinstance(line, BadLine):
+      yield DeadRow(path, n, line.reason)
       continue
     if not line.strip():
       continue
@@ -173,71 +192,62 @@ def _jsonl_rows(f, path, field, field_b) -> Iterator[Union[Row, DeadRow]]:
       yield _text_row(path, n, fields)
 
 
-def _header(raw: bytes, kind: str) -> Optional[List[str]]:
-  try:
-    text = raw.decode("utf-8").rstrip("\r\n")
-  except UnicodeDecodeError:
-    return None
-  if not text:
-    return None
-  return next(_reader(io.StringIO(text), kind))
+def _names(header: List[str]) -> str:
+  """The header's column names for a one-line message, cut short."""
+  names = [n if len(n) <= _SHOWN_CHARS else n[:_SHOWN_CHARS - 1] + "…"
+           for n in header[:_SHOWN_COLUMNS]]
+  more = (f", … ({len(header)} columns)" if len(header) > _SHOWN_COLUMNS
+          else "")
+  return ", ".join(names) + more
 
 
-def _reader(lines, kind: str):
-  if kind == "tsv":
-    return csv.reader(lines, delimiter="\t", quoting=csv.QUOTE_NONE)
-  return csv.reader(lines)
+def _no_text_column(header: List[str], path: str, kind: str) -> str:
+  hint = "name the text column with --text_column"
+  # A one-column "header", or a table format forced on another name: the
+  # first line may be a text of a file with one text per line.
+  if len(header) == 1 or file_format(path) != kind:
+    hint += ", or read one text per line with --input_format=lines"
+  return (f"no {' or '.join(DEFAULT_COLUMNS)} column (the header has "
+          f"{_names(header)}); {hint}")
 
 
-def _columns(spec: InputSpec, header: List[str]) -> List[str]:
+def _columns(spec: InputSpec, header: List[str], path: str, kind: str
+             ) -> Tuple[List[str], Optional[str]]:
+  """`(the columns asked for, None)`, or `([], why the header lacks
+  one)`. With no column named: `sentence`, else `text`, else none is
+  guessed (the first column of a GLUE pair file is its index)."""
   first = spec.text_column
   if first is None:
-    first = next((c for c in ("sentence", "text") if c in header), "0")
-  return [first] + ([spec.text_b_column] if spec.text_b_column else [])
-
-
-def _column_problem(header: List[str], column: str) -> Optional[str]:
-  if column in header or (column.isdigit() and int(column) < len(header)):
-    return None
-  return f"no column {column!r} (the header has {', '.join(header)})"
+    first = next((c for c in DEFAULT_COLUMNS if c in header), None)
+    if first is None:
+      return [], _no_text_column(header, path, kind)
+  columns = [first] + ([spec.text_b_column] if spec.text_b_column else [])
+  for column in columns:
+    if not (column in header
+            or (column.isdigit() and int(column) < len(header))):
+      return [], f"no column {column!r} (the header has {_names(header)})"
+  return columns, None
 
 
 def _column_index(header: List[str], column: str) -> int:
   return header.index(column) if column in header else int(column)
 
 
-def _table_rows(f, path, kind, spec) -> Iterator[Union[Row, DeadRow]]:
-  header_line = f.readline()
-  header = _header(header_line, kind)
-  if header is None:
-    yield DeadRow(path, 1, f"no header line (a {kind} file needs one)")
+def _table_rows(lines, path, kind, spec) -> Iterator[Union[Row, DeadRow]]:
+  header, problem = table_records.header(lines, kind)
+  if problem:
+    yield DeadRow(path, 1, problem)
     return
-  columns = _columns(spec, header)
-  for column in columns:
-    problem = _column_problem(header, column)
-    if problem:
-      # Every row of the file is dead, each with the reason.
-      for n, _ in enumerate(f, 2):
-        yield DeadRow(path, n, problem)
-      return
+  columns, problem = _columns(spec, header, path, kind)
+  if problem:
+    # Every row of the file is dead, each with the reason.
+    for n, _ in lines:
+      yield DeadRow(path, n, problem)
+    return
   indices = [_column_index(header, c) for c in columns]
-  good = _GoodLines(f, path)
-  starts: List[int] = []
-  reader = _reader(_tracked(good, starts), kind)
-  while True:
-    consumed = len(starts)
-    try:
-      record = next(reader)
-    except StopIteration:
-      break
-    except csv.Error as e:
-      yield DeadRow(path, starts[consumed] if consumed < len(starts)
-                    else starts[-1], f"not {kind} ({e})")
-      continue
-    yield from good.take_dead()
-    # A CSV record may span lines: it starts on the first line read for it.
-    line = starts[consumed]
-    if not record:
+  for line, record in table_records.records(lines, kind):
+    if isinstance(record, BadLine):
+      yield DeadRow(path, line, record.reason)
       continue
     missing = [i for i in indices if i >= len(record)]
     if missing:
@@ -248,35 +258,6 @@ def _table_rows(f, path, kind, spec) -> Iterator[Union[Row, DeadRow]]:
     if len(indices) > 1:
       fields["text_b"] = record[indices[1]]
     yield _text_row(path, line, fields)
-  yield from good.take_dead()
-
-
-class _GoodLines:
-  """The decoded lines `(number, text)` of a binary file from line 2 on;
-  a line that is not UTF-8 is kept aside as a dead row (`take_dead`)."""
-
-  def __init__(self, f, path: str):
-    self.path, self.dead = path, []
-    self.numbers = enumerate(f, 2)
-
-  def __iter__(self):
-    for n, raw in self.numbers:
-      text = _decoded(raw, self.path, n)
-      if isinstance(text, DeadRow):
-        self.dead.append(text)
-        continue
-      yield n, text
-
-  def take_dead(self) -> List[DeadRow]:
-    dead, self.dead = self.dead, []
-    return dead
-
-
-def _tracked(good: _GoodLines, starts: List[int]) -> Iterator[str]:
-  """The text lines for `csv`, noting each one's line number in `starts`."""
-  for n, text in good:
-    starts.append(n)
-    yield text
 
 
 def _conll_rows(path: str) -> Iterator[Union[Row, DeadRow]]:
@@ -286,7 +267,15 @@ def _conll_rows(path: str) -> Iterator[Union[Row, DeadRow]]:
     # The whole file cannot be read (its reason names the line).
     yield DeadRow(path, 0, str(e))
     return
+  bom = has_utf8_bom(path)
   for sentence in data.sentences:
-    yield Row(path, sentence.line, {"words": list(sentence.words),
-                                    "scheme": data.scheme,
+    words = list(sentence.words)
+    if bom and sentence.line == 1:
+      # read_ner keeps a UTF-8 byte-order mark on the first word (it opens
+      # files as utf-8, not utf-8-sig): a first `-DOCSTART-` line became
+      # a sentence.
+      words[0] = words[0].lstrip(_BOM_CHAR)
+      if words == [DOCSTART]:
+        continue
+    yield Row(path, sentence.line, {"words": words, "scheme": data.scheme,
                                     "document": sentence.document})
