@@ -163,6 +163,11 @@ def test_a_nul_byte_in_a_utf8_line_is_a_dead_row(tmp_path):
   tsv = _write(tmp_path / "a.tsv", b"sentence\nok\n\x00x\n")
   assert list(read_rows(tsv, InputSpec()))[1] == DeadRow(
       tsv, 3, "NUL byte at column 1 (a binary file, not text)")
+  # A file of NUL bytes is no UTF-16 text, and no text: one dead row.
+  zeros = _write(tmp_path / "z.txt", b"\0" * 1_000_000)
+  assert input_files(zeros) == [zeros]
+  assert list(read_rows(zeros, InputSpec())) == [DeadRow(
+      zeros, 1, "NUL byte at column 1 (a binary file, not text)")]
 
 
 def test_a_utf8_bom_is_an_encoding_mark_in_every_format(tmp_path):
