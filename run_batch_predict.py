@@ -32,7 +32,8 @@ from data_utils import beam_jobs
 from data_utils.batch_inputs import (FORMATS, InputSpec, check_spec,
                                      file_format, input_files)
 from data_utils.errors import UsageError, check_positive, run_app, run_main
-from xlnet_tf.batch_predict.job import BatchJob, resolve_export
+from xlnet_tf.batch_predict.job import (BatchJob, check_formats,
+                                        resolve_export)
 from xlnet_tf.batch_predict.run import check_output_dir, run_job, summary
 from xlnet_tf.tasks.language_model.batch import JOBS
 from xlnet_tf.tasks.language_model.embeddings import SIGNATURE_POOLINGS
@@ -141,6 +142,7 @@ def job_from_flags(f):
   files = input_files(f.input)
   spec = InputSpec(f.input_format, f.text_column, f.text_b_column)
   check_spec(spec, files[0])
+  check_formats(export, files, spec)
   options = _options(f, export)
   workers = [int(m.group(1)) for m in map(_WORKERS.match, beam_args) if m]
   job = BatchJob(export, f.input, tuple(files), spec, options,

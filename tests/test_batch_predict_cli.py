@@ -1,11 +1,14 @@
 """run_batch_predict.py as a user meets it: bad rows go to the dead-letter
 shards and the job goes on; a re-run replaces its own outputs (stale shards
-go) and never a file it did not write; every bad flag, a missing export or
-an export of the wrong kind stops the job before any work with one line and
-exit code 2."""
+go) and never a file it did not write; every bad flag, a missing, damaged
+or incomplete export, an export of the wrong kind or inputs it does not
+read stop the job before any work with one line and exit code 2; a full
+disk at any point of the job leaves the folder as it was, or in a state
+the same command run again owns, with one line."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import types
@@ -13,9 +16,13 @@ import types
 import pytest
 
 import xlnet_tf as xt
-from conftest import ROOT, refused_line, spiece_path
-from data_utils.errors import UsageError
-from xlnet_tf.batch_predict.run import run_job
+from conftest import ROOT, refused, refused_line, spiece_path, start
+from data_utils import outputs
+from data_utils.atomic import temp_dir
+from data_utils.errors import UsageError, UserError, run_main
+from xlnet_tf.batch_predict import pipeline as batch_pipeline
+from xlnet_tf.batch_predict import run as batch_run
+from xlnet_tf.batch_predict.run import check_output_dir, publish, run_job
 from xlnet_tf.tasks.classification.serving import export_classifier
 
 if ROOT not in sys.path:  # the entry scripts live in the project root
@@ -51,8 +58,10 @@ def exports(shared, tmp_path_factory):
   rows.write_bytes(b"index\tsentence1\tsentence2\n0\tA man sleeps.\tHe rests."
                    b"\n1\tonly one column\n2\t\xffbad\tbytes\n3\t \tempty a\n"
                    b"4\tIt rains.\tThe street is wet.\n")
+  conll = tmp / "news.conll"
+  conll.write_text("EU B-ORG\nrejects O\n\nPeter B-PER\n", encoding="utf-8")
   return {"tmp": tmp, "good": good, "old": old, "squad": str(squad),
-          "rows": str(rows)}
+          "rows": str(rows), "conll": str(conll)}
 
 
 def _flags(**values):
@@ -152,7 +161,18 @@ def test_refusals_name_the_flag_before_any_work(exports, tmp_path):
        "--pipeline_options: argument --direct_running_mode: invalid choice: "
        "'fast' (choose from 'in_memory', 'multi_threading', "
        "'multi_processing')"),
-      (dict(output_dir=tsv), f"--output_dir={tsv}: is a file")]
+      (dict(output_dir=tsv), f"--output_dir={tsv}: is a file"),
+      # CoNLL sentences have no text a classifier reads (was a KeyError
+      # inside the pipeline).
+      (dict(input=exports["conll"], text_column=None),
+       f"--input={exports['conll']}: a .conll file is read as CoNLL "
+       "sentences, which are read only by a token_classifier export (this "
+       "is a classifier export); give --input_format=lines, tsv, csv or "
+       "jsonl"),
+      (dict(input=exports["conll"], text_column=None, input_format="conll"),
+       "--input_format=conll: CoNLL sentences are read only by a "
+       "token_classifier export (this is a classifier export); give "
+       "--input_format=lines, tsv, csv or jsonl")]
   for values, line in cases:
     got = _refusal(**dict(base, **values))
     if line is None:
@@ -165,3 +185,197 @@ def test_refusals_name_the_flag_before_any_work(exports, tmp_path):
       f"--export_dir={exports['squad']}", f"--input={tsv}",
       f"--output_dir={tmp_path / 'o'}"]) == (
           "run_batch_predict: " + cases[2][1])
+
+
+def _damaged_copy(exports, name, damage):
+  path = exports["tmp"] / name
+  shutil.copytree(exports["good"], path)
+  damage(path / "variables")
+  return str(path)
+
+
+def _truncate(variables):
+  data = variables / "variables.data-00000-of-00001"
+  os.truncate(data, os.path.getsize(data) // 2)
+
+
+def test_a_damaged_export_is_refused_before_any_work(exports, tmp_path):
+  """A copy without variables/, without its data shard or with the shard
+  cut short: one line naming --export_dir and the file (it used to pass the
+  checks and fail inside RunInference on every worker)."""
+  no_variables = _damaged_copy(exports, "no_variables", shutil.rmtree)
+  # The script, started now: it overlaps the checks below.
+  script = start([sys.executable, "run_batch_predict.py",
+                  f"--export_dir={no_variables}", f"--input={exports['rows']}",
+                  f"--output_dir={tmp_path / 'o'}"])
+  no_data = _damaged_copy(exports, "no_data", lambda v: os.remove(
+      v / "variables.data-00000-of-00001"))
+  cut = _damaged_copy(exports, "cut", _truncate)
+  base = dict(input=exports["rows"], output_dir=str(tmp_path / "o"),
+              text_column="sentence1")
+  want = {
+      no_variables: f"--export_dir={no_variables}: variables/variables.index "
+                    "is missing (an incomplete copy?); export it again",
+      no_data: f"--export_dir={no_data}: variables/variables.data-00000-of-"
+               "00001 is missing (an incomplete copy?); export it again",
+      cut: f"--export_dir={cut}: variables/variables.data-00000-of-00001 is "
+           "truncated or damaged (Read less bytes than requested); export it "
+           "again"}
+  for path, line in want.items():
+    assert _refusal(export_dir=path, **base) == line
+  assert not os.path.exists(tmp_path / "o")
+  assert refused(script.result()) == "run_batch_predict: " + want[
+      no_variables]
+
+
+def _files(folder):
+  """Every file in `folder` (the ledger too) -> its bytes."""
+  out = {}
+  for name in sorted(os.listdir(folder)):
+    with open(os.path.join(folder, name), "rb") as f:
+      out[name] = f.read()
+  return out
+
+
+def _restore(folder, files):
+  shutil.rmtree(folder)
+  os.makedirs(folder)
+  for name, data in files.items():
+    with open(os.path.join(folder, name), "wb") as f:
+      f.write(data)
+
+
+def _fail_at(m, k):
+  """From now on, the k-th call of os.replace or write_json (the ledger's or
+  the manifest's; each of those renames too) fails as on a full disk."""
+  calls = [0]
+
+  def failing(fn):
+    def call(*args, **kwargs):
+      calls[0] += 1
+      if calls[0] == k:
+        raise OSError(28, "No space left on device")
+      return fn(*args, **kwargs)
+    return call
+  m.setattr(os, "replace", failing(os.replace))
+  m.setattr(batch_run, "write_json", failing(batch_run.write_json))
+  m.setattr(outputs, "write_json", failing(outputs.write_json))
+
+
+def _publish_from(job, staged, fail_at=None, monkeypatch=None):
+  """What run_jobs does after the pipeline, from a copy of its output
+  `staged`: the job's temp folder in --output_dir, then `publish`, through
+  the script's `run_main`. Returns its exit code."""
+  with temp_dir(job.output_dir) as job_dir:
+    shutil.copytree(staged, job_dir, dirs_exist_ok=True)
+    with monkeypatch.context() as m:
+      if fail_at:
+        _fail_at(m, fail_at)
+      def body():
+        publish(job, job_dir)
+      return run_main("run_batch_predict", body)
+
+
+class _Kept(Exception):
+  """The pipeline's output was kept; publishing stopped."""
+
+
+def test_a_full_disk_at_any_step_of_publishing_leaves_a_state_the_rerun_owns(
+    exports, tmp_path, monkeypatch, capsys):
+  """The issue's case: the shards moved into --output_dir, then the manifest
+  failed for lack of space, and the ledger did not list the shards, so the
+  same command was refused. Now a failure at each step in turn (k = 1, 2,
+  ...) leaves the old outputs exactly, or new ones the ledger lists (some
+  missing); the user's file is untouched; the failure is one line; and the
+  same command then succeeds without --overwrite."""
+  out = tmp_path / "out"
+  flags = dict(export_dir=exports["good"], input=exports["rows"],
+               text_column="sentence1", text_b_column="sentence2",
+               output_dir=str(out))
+  # The old state: one row per shard (5 shards and the manifest), a user's
+  # file, the ledger.
+  job, args = run_batch_predict.job_from_flags(_flags(rows_per_shard=1,
+                                                      **flags))
+  run_job(job, args)
+  (out / "notes.txt").write_text("the user's")
+  old = _files(out)
+  # The new job writes one shard per stream: the old shards are stale, the
+  # manifest replaced. Its pipeline's output, kept once.
+  job, args = run_batch_predict.job_from_flags(_flags(**flags))
+  staged = tmp_path / "staged"
+
+  def keep(job_, job_dir):
+    shutil.copytree(job_dir, staged)
+    raise _Kept  # stop before publishing
+  with monkeypatch.context() as m:
+    m.setattr(batch_run, "publish", keep)
+    with pytest.raises(_Kept):
+      run_job(job, args)
+  assert _files(out) == old
+  assert _publish_from(job, staged, monkeypatch=monkeypatch) == 0
+  new = _files(out)
+  assert sorted(new) == [".xlnet_tf_outputs.json",
+                         "dead-letter-00000-of-00001.jsonl", "manifest.json",
+                         "notes.txt", "predictions-00000-of-00001.jsonl"]
+  unchanged = (f"run_batch_predict: --output_dir={out}: no space left on "
+               "device; nothing in it was changed (free some space, then run "
+               "the same command again)")
+  placing = (f"run_batch_predict: --output_dir={out}: no space left on "
+             "device while moving the new outputs into place; some are "
+             "missing (free some space, then run the same command again: it "
+             "replaces them)")
+  seen = []
+  for k in range(1, 40):
+    _restore(out, old)
+    capsys.readouterr()
+    code = _publish_from(job, staged, k, monkeypatch)
+    if code == 0:
+      break
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    seen.append(err.strip().splitlines()[-1])
+    assert seen[-1] in (unchanged, placing), (k, seen[-1])
+    after = _files(out)
+    assert after["notes.txt"] == b"the user's"
+    if seen[-1] == unchanged:
+      assert after == old, k
+    else:  # each output is missing or its new bytes, and the ledger says so
+      assert after[".xlnet_tf_outputs.json"] == new[".xlnet_tf_outputs.json"]
+      assert all(after[n] == new[n] for n in after), k
+    # The same command again: its checks pass and it publishes, no
+    # --overwrite; the folder is then as after a run that never failed.
+    check_output_dir(job)
+    assert _publish_from(job, staged, monkeypatch=monkeypatch) == 0, k
+    assert _files(out) == new, k
+  # Every step failed once: the manifest written, 6 files set aside, the
+  # ledger (each of those writes, then its rename), 3 files moved in.
+  assert k == 14 and seen.count(placing) == 3
+  # The issue's case for real: the manifest's move fails; the same command
+  # (pipeline and all) then succeeds without --overwrite.
+  _restore(out, old)
+  assert _publish_from(job, staged, 13, monkeypatch) == 2
+  assert "manifest.json" not in os.listdir(out)
+  job, args = run_batch_predict.job_from_flags(_flags(**flags))
+  manifest = run_job(job, args)
+  assert sorted(_files(out)) == sorted(new)
+  for entry in manifest["shards"] + manifest["dead_letter_shards"]:
+    assert _files(out)[entry["name"]] == new[entry["name"]]
+  assert _files(out)["notes.txt"] == b"the user's"
+
+
+def test_a_full_disk_while_writing_shards_is_one_line(exports, tmp_path,
+                                                     monkeypatch):
+  out = tmp_path / "out"
+  job, args = run_batch_predict.job_from_flags(_flags(
+      export_dir=exports["good"], input=exports["rows"],
+      text_column="sentence1", output_dir=str(out)))
+
+  def full(*args, **kwargs):
+    raise OSError(28, "No space left on device")
+  monkeypatch.setattr(batch_pipeline, "write_shard", full)
+  with pytest.raises(UserError) as e:
+    run_job(job, args)
+  assert str(e.value) == (
+      f"--output_dir={out}: no space left on device; nothing in it was "
+      "changed (free some space, then run the same command again)")
+  assert os.listdir(out) == []

@@ -8,20 +8,25 @@ The export is a directory this project wrote:
   - one version directory (`<export_dir>/features/<step>`, or `text/...`);
   - a language-model export (`run_generate.py --export_dir`).
 Its marker's `batch` entry says how it was made (its SentencePiece model,
-copied into `assets.extra/`, lower-casing, lengths, labels, signature);
-an export without one (made before batch prediction) is refused.
+copied into `assets.extra/`, lower-casing, lengths, labels, signature,
+what the kind adds: a token classifier's document context); an export
+without one (made before batch prediction), or without what its kind needs
+(`BatchKind.meta_problem`), is refused, and so is one whose SavedModel does
+not load (`integrity.py`). So is an input file the export's kind does not
+read (`check_formats`: CoNLL sentences only for a token classifier).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Optional, Tuple
+from typing import Optional, Sequence, Tuple
 
-from data_utils.batch_inputs import InputSpec
+from data_utils.batch_inputs import InputSpec, file_format
 from data_utils.errors import UsageError
 from data_utils.outputs import file_sha256
 from xlnet_tf.export.directory import EXPORT_MARKER, read_export_marker
+from xlnet_tf.batch_predict.integrity import check_saved_model
 from xlnet_tf.export.layout import LAYOUT
 from xlnet_tf.tasks.batch import BatchKind
 from xlnet_tf.tasks.registry import TASKS
@@ -86,8 +91,31 @@ def resolve_export(export_dir: str) -> Export:
       "spiece_model_sha256"):
     raise UsageError(f"{where}: its SentencePiece model {spiece} is missing "
                      "or not the one it was exported with")
+  problem = spec.batch.meta_problem(meta)
+  if problem:
+    raise UsageError(f"{where}: {problem}")
+  check_saved_model(path, marker.get("signatures", []), where)
   return Export(os.path.abspath(path), kind, spec, meta,
                 os.path.abspath(spiece))
+
+
+def check_formats(export: Export, files: Sequence[str],
+                  spec: InputSpec) -> None:
+  """UsageError unless the export's kind reads every input file in the
+  format it is read in: CoNLL sentences need a token classifier (a text
+  classifier would find no text in them)."""
+  if export.spec.batch.conll:
+    return
+  for path in files:
+    if file_format(path, spec.input_format) != "conll":
+      continue
+    what = ("--input_format=conll: CoNLL sentences are"
+            if spec.input_format == "conll" else
+            f"--input={path}: a .conll file is read as CoNLL sentences, which "
+            "are")
+    raise UsageError(f"{what} read only by a token_classifier export (this "
+                     f"is a {export.kind} export); give --input_format=lines,"
+                     " tsv, csv or jsonl")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,6 +13,7 @@ counters can miss the rows of batches its timers flushed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from typing import Iterator, Tuple
@@ -21,12 +22,15 @@ import apache_beam as beam
 from apache_beam.ml.inference.base import KeyedModelHandler, RunInference
 from apache_beam.transforms.util import SortAndBatchElements
 
+from data_utils import beam_jobs
 from data_utils.atomic import atomic_path
 from data_utils.batch_inputs import DeadRow, read_rows
+from data_utils.errors import UserError
 from xlnet_tf.batch_predict.handler import (ExportModelHandler,
                                             element_length)
 from xlnet_tf.batch_predict.job import BatchJob
-from xlnet_tf.batch_predict.shards import shard_count, shard_of, write_shard
+from xlnet_tf.batch_predict.shards import (shard_count, shard_of,
+                                           write_failures, write_shard)
 from xlnet_tf.tasks.batch import RowProblem
 
 DEAD, STATS = "dead", "stats"
@@ -45,7 +49,9 @@ class _ReadRows(beam.DoFn):
 
   def process(self, path: str) -> Iterator:
     rows = 0
-    for row in read_rows(path, self.job.inputs):
+    export = self.job.export
+    for row in export.spec.batch.in_context(
+        export.meta, read_rows(path, self.job.inputs)):
       rows += 1
       if isinstance(row, DeadRow):
         yield _dead((row.file, row.line), row.reason)
@@ -91,14 +97,28 @@ class _Format(_KindDoFn):
         "batches": int(first)})
 
 
+@contextlib.contextmanager
+def _one_line(output_dir: str):
+  """In a worker: a failed write reaches the driver as its one line."""
+  try:
+    with write_failures(output_dir):
+      yield
+  except UserError as e:
+    raise beam_jobs.marked(e) from None
+
+
 class _WriteShard(beam.DoFn):
-  def __init__(self, job_dir: str, stream: str, tfrecord: bool):
+  def __init__(self, job: BatchJob, job_dir: str, stream: str,
+               tfrecord: bool):
+    self.output_dir = job.output_dir
     self.job_dir, self.stream, self.tfrecord = job_dir, stream, tfrecord
 
   def process(self, element, shards: int) -> Iterator[str]:
     index, rows = element
-    yield from write_shard(self.job_dir, self.stream, index, shards, rows,
-                           self.tfrecord)
+    with _one_line(self.output_dir):
+      names = write_shard(self.job_dir, self.stream, index, shards, rows,
+                          self.tfrecord)
+    yield from names
 
 
 def _write(rows, stream: str, job: BatchJob, job_dir: str, tfrecord: bool):
@@ -112,7 +132,7 @@ def _write(rows, stream: str, job: BatchJob, job_dir: str, tfrecord: bool):
                                         shards)
           | f"Group {stream}" >> beam.GroupByKey()
           | f"Write {stream}" >> beam.ParDo(
-              _WriteShard(job_dir, stream, tfrecord), shards))
+              _WriteShard(job, job_dir, stream, tfrecord), shards))
 
 
 class BatchPredict(beam.PTransform):
@@ -156,7 +176,8 @@ class BatchPredict(beam.PTransform):
     _write(dead, "dead-letter", job, job_dir, False)
     return ((read[STATS], predicted[STATS]) | "Stats" >> beam.Flatten()
             | "Sum stats" >> beam.CombineGlobally(_SumStats())
-            | "Write stats" >> beam.Map(_write_stats, job_dir))
+            | "Write stats" >> beam.Map(_write_stats, job_dir,
+                                        job.output_dir))
 
 
 class _SumStats(beam.CombineFn):
@@ -178,7 +199,8 @@ class _SumStats(beam.CombineFn):
     return total
 
 
-def _write_stats(stats: dict, job_dir: str) -> None:
-  with atomic_path(os.path.join(job_dir, STATS_FILE)) as tmp:
-    with open(tmp, "w", encoding="utf-8") as f:
-      json.dump(stats, f, sort_keys=True)
+def _write_stats(stats: dict, job_dir: str, output_dir: str) -> None:
+  with _one_line(output_dir):
+    with atomic_path(os.path.join(job_dir, STATS_FILE)) as tmp:
+      with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(stats, f, sort_keys=True)

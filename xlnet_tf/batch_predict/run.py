@@ -9,6 +9,16 @@ output of the same export over the same inputs, or with `--overwrite`;
 else the job stops before any work. Shards of an earlier run of the same
 job that this run does not write again (fewer shards) are removed. Any
 other file in the folder is left as it is.
+
+Publishing (`publish`) is safe against a failure at any point (a full
+disk, any OS error): the manifest is written beside the new shards in the
+temp folder; the files the new ones replace, and the stale shards, are
+set aside into it; then the ledger records the new names with their new
+bytes (the commit); then the new files are renamed into place, the
+manifest last. A failure before the commit puts what was set aside back
+(the folder is as it was); after it, each name holds its new bytes or is
+missing, and the ledger lists it either way, so the same command run
+again replaces it. Either way the failure is one line.
 """
 
 from __future__ import annotations
@@ -26,12 +36,12 @@ from data_utils import beam_jobs
 from data_utils.atomic import temp_dir, write_json
 from data_utils.errors import UsageError, UserError
 from data_utils.outputs import (check_outputs, file_sha256, own_unchanged,
-                                record_outputs)
+                                read_ledger, record_outputs)
 from xlnet_tf.batch_predict import pipeline as batch_pipeline
 from xlnet_tf.batch_predict.handler import NAMESPACE
 from xlnet_tf.batch_predict.job import BatchJob
 from xlnet_tf.batch_predict.shards import (MANIFEST, OUTPUT_NAME, STREAMS,
-                                           complete_shards)
+                                           complete_shards, write_failures)
 
 MANIFEST_FORMAT = "xlnet-tf/batch-predict/v1"
 
@@ -71,21 +81,69 @@ def run_jobs(jobs: List[BatchJob], beam_args: List[str]) -> List[Dict]:
   with contextlib.ExitStack() as stack:
     job_dirs = []
     for job in jobs:
-      os.makedirs(job.output_dir, exist_ok=True)
-      job_dirs.append(stack.enter_context(temp_dir(job.output_dir)))
+      with write_failures(job.output_dir):
+        os.makedirs(job.output_dir, exist_ok=True)
+        job_dirs.append(stack.enter_context(temp_dir(job.output_dir)))
     pipeline = beam.Pipeline(options=PipelineOptions(beam_args))
     for i, (job, job_dir) in enumerate(zip(jobs, job_dirs)):
       _ = pipeline | f"Job {i}" >> batch_pipeline.BatchPredict(job, job_dir)
     beam_jobs.run(pipeline, NAMESPACE, UserError)
-    manifests = []
-    for job, job_dir in zip(jobs, job_dirs):
-      with open(os.path.join(job_dir, batch_pipeline.STATS_FILE),
-                encoding="utf-8") as f:
-        stats = json.load(f)
-      shards = complete_shards(job_dir, job.tfrecord)
-      manifests.append(_manifest(job, stats, shards))
-      _move_into_place(job, job_dir, shards, manifests[-1])
-  return manifests
+    return [publish(job, job_dir) for job, job_dir in zip(jobs, job_dirs)]
+
+
+def publish(job: BatchJob, job_dir: str) -> Dict:
+  """Moves the files the pipeline wrote in `job_dir` (the job's temp
+  folder in --output_dir) into place with the manifest and the ledger (see
+  the module docstring); returns the manifest."""
+  out = job.output_dir
+  with write_failures(out):
+    with open(os.path.join(job_dir, batch_pipeline.STATS_FILE),
+              encoding="utf-8") as f:
+      stats = json.load(f)
+    shards = complete_shards(job_dir, job.tfrecord)
+    manifest = _manifest(job, stats, shards)
+    write_json(os.path.join(job_dir, MANIFEST), manifest)
+    new = {x["name"]: x["sha256"] for s in STREAMS for x in shards[s]}
+    new[MANIFEST] = file_sha256(os.path.join(job_dir, MANIFEST))
+    # Checked again now: the folder may have changed while the job ran.
+    check_outputs([os.path.join(out, n) for n in new], "output_dir",
+                  job.overwrite, job.source, job.files)
+    _commit(job, job_dir, new)
+  with write_failures(out, placing=True):
+    for name in new:  # the manifest last: its presence says all are there
+      os.replace(os.path.join(job_dir, name), os.path.join(out, name))
+  logging.info("batch prediction: %s", json.dumps(manifest["counts"]))
+  return manifest
+
+
+def _commit(job: BatchJob, job_dir: str, new: Dict[str, str]) -> None:
+  """Sets aside (into `job_dir`) the files the `new` ones ({name: sha256})
+  replace and this job's stale shards, then records the new names in the
+  ledger and forgets the stale ones and those of ours that are gone. A
+  failure before the ledger is written puts back what was set aside."""
+  out = job.output_dir
+  stale = [n for n in _ours(job) if n not in new and os.path.isfile(
+      os.path.join(out, n)) and (own_unchanged(out, n) or job.overwrite)]
+  replaced = [n for n in new if os.path.lexists(os.path.join(out, n))]
+  # Names a failed run recorded but never placed (they are harmless, and
+  # dropped here so that the ledger lists only what is there or coming).
+  gone = [n for n in read_ledger(out) if OUTPUT_NAME.match(n)
+          and n not in new and not os.path.lexists(os.path.join(out, n))]
+  aside = os.path.join(job_dir, "replaced")
+  os.mkdir(aside)
+  moved: List[str] = []
+  try:
+    for name in replaced + stale:
+      os.replace(os.path.join(out, name), os.path.join(aside, name))
+      moved.append(name)
+    record_outputs(out, new, job.source, forget=stale + gone)
+  except BaseException:
+    for name in reversed(moved):
+      try:
+        os.replace(os.path.join(aside, name), os.path.join(out, name))
+      except OSError as e:  # the first failure is the one to report
+        logging.error("could not put %s back: %s", name, e)
+    raise
 
 
 def _manifest(job: BatchJob, stats: Dict[str, int],
@@ -111,27 +169,6 @@ def _manifest(job: BatchJob, stats: Dict[str, int],
                       "bucketing": job.bucketing},
           "shards": shards["predictions"],
           "dead_letter_shards": shards["dead-letter"]}
-
-
-def _move_into_place(job: BatchJob, job_dir: str,
-                     shards: Dict[str, List[dict]], manifest: Dict) -> None:
-  """The new files replace the old (checked again now), stale shards of
-  this job go, the manifest is written last-but-one and the ledger last."""
-  out = job.output_dir
-  new = {x["name"]: x["sha256"] for s in STREAMS for x in shards[s]}
-  before = _ours(job)
-  check_outputs([os.path.join(out, n) for n in list(new) + [MANIFEST]],
-                "output_dir", job.overwrite, job.source, job.files)
-  for name in new:
-    os.replace(os.path.join(job_dir, name), os.path.join(out, name))
-  stale = [n for n in before if n not in new and n != MANIFEST
-           and (own_unchanged(out, n) or job.overwrite)]
-  for name in stale:
-    os.remove(os.path.join(out, name))
-  write_json(os.path.join(out, MANIFEST), manifest)
-  new[MANIFEST] = file_sha256(os.path.join(out, MANIFEST))
-  record_outputs(out, new, job.source, forget=stale)
-  logging.info("batch prediction: %s", json.dumps(manifest["counts"]))
 
 
 def summary(manifest: Dict, output_dir: str) -> Dict:

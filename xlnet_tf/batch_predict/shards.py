@@ -15,10 +15,14 @@ row count (`--rows_per_shard`), so the same rows give the same files
 whatever the runner, the workers or the retries. Each worker writes a
 shard under a temp name, renames it, and leaves `<name>.info.json` (rows,
 sha256) beside it for the driver.
+
+A write that fails (a full disk, or any OS error) is one line naming
+`--output_dir` and what state it was left in (`write_failures`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -29,6 +33,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 import tensorflow as tf
 
 from data_utils.atomic import atomic_path
+from data_utils.errors import UserError, describe_os_error, is_disk_full
 from data_utils.outputs import file_sha256
 
 STREAMS = ("predictions", "dead-letter")
@@ -129,3 +134,44 @@ def complete_shards(job_dir: str, tfrecord: bool) -> Dict[str, List[dict]]:
                        "sha256": info["sha256"]})
     out[stream] = listed
   return out
+
+
+def failure_line(output_dir: str, e: BaseException, placing: bool
+                 ) -> Optional[str]:
+  """The one line for a write into `output_dir` that failed with `e` (None
+  if `e` is not a failed write): `placing` is False until the new files
+  start to go into place (nothing the user sees has changed), True after
+  (the ledger lists them, so the re-run replaces what is there).
+
+  Example:
+    >>> failure_line("/o", OSError(28, "No space left on device"), False)
+    '--output_dir=/o: no space left on device; nothing in it was changed (free some space, then run the same command again)'
+  """
+  # atomic_path turns a full disk into a UserError: its cause is kept.
+  if is_disk_full(e) or is_disk_full(e.__context__):
+    reason, advice = ("no space left on device",
+                      "free some space, then run the same command again")
+  elif isinstance(e, OSError):
+    reason, advice = (describe_os_error(e),
+                      "run the same command again once that is fixed")
+  else:
+    return None
+  if placing:
+    return (f"--output_dir={output_dir}: {reason} while moving the new "
+            f"outputs into place; some are missing ({advice}: it replaces "
+            "them)")
+  return f"--output_dir={output_dir}: {reason}; nothing in it was changed " \
+      f"({advice})"
+
+
+@contextlib.contextmanager
+def write_failures(output_dir: str, placing: bool = False):
+  """Inside the block, a failed write is a `UserError` of its
+  `failure_line`."""
+  try:
+    yield
+  except Exception as e:  # pylint: disable=broad-except
+    line = failure_line(output_dir, e, placing)
+    if line is None:
+      raise
+    raise UserError(line) from None

@@ -19,7 +19,8 @@ dead-letter file, and the job goes on.
 from __future__ import annotations
 
 import functools
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import (Any, Dict, Iterable, List, NamedTuple, Optional,
+                    Sequence, Tuple)
 
 import numpy as np
 
@@ -117,6 +118,23 @@ class BatchKind:
   jobs: Tuple[str, ...] = ()
   # Whether rows may hold a second text (`text_b`: classifier pairs).
   pairs = False
+  # Whether CoNLL sentences (`fields["words"]`) are rows it reads.
+  conll = False
+
+  @classmethod
+  def meta_problem(cls, meta: dict) -> Optional[str]:
+    """Why an export's `batch` entry cannot be read by this kind (one
+    line), or None."""
+    del meta
+    return None
+
+  @classmethod
+  def in_context(cls, meta: dict, rows: Iterable) -> Iterable:
+    """One file's rows (`Row`s and `DeadRow`s, in file order, as the read
+    step yields them) with whatever a row needs from the rows around it
+    (the read step is the one place that sees a file's rows in order)."""
+    del meta
+    return rows
 
   def __init__(self, meta: dict, options: dict, spiece_model: str):
     self.meta, self.options, self.spiece_model = meta, options, spiece_model

@@ -1,0 +1,91 @@
+"""Whether an export's SavedModel can be loaded, checked in the driver
+before any work: a damaged export would otherwise fail only inside
+RunInference, on every worker, with tracebacks.
+
+In order, cheap first:
+  - `saved_model.pb` parses as a SavedModel and has every signature its
+    marker lists;
+  - `variables/variables.index` exists and reads as a checkpoint index;
+  - every variable reads whole from its data shard (TensorFlow checks each
+    one's size and checksum): a missing, truncated or damaged
+    `variables.data-*` is found here. This reads the weights once, about
+    0.7 s per 500 MB (XLNet-large: about 2 s).
+Each problem is a one-line `UsageError` naming `--export_dir` and the file.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+from typing import Sequence
+
+import tensorflow as tf
+from google.protobuf.message import DecodeError
+from tensorflow.core.protobuf import saved_model_pb2
+from tensorflow.python.training import py_checkpoint_reader
+
+from data_utils.errors import UsageError, one_line
+
+_AGAIN = "export it again"
+_DATA_FILE = re.compile(r"variables\.data-\d{5}-of-\d{5}")
+
+
+def check_saved_model(path: str, signatures: Sequence[str], where: str
+                      ) -> None:
+  """UsageError (`where`: the `--export_dir=...` prefix) unless the
+  SavedModel at `path` parses, has `signatures` and its variables read."""
+  model = saved_model_pb2.SavedModel()
+  try:
+    with open(os.path.join(path, "saved_model.pb"), "rb") as f:
+      model.ParseFromString(f.read())
+  except (OSError, DecodeError) as e:
+    raise UsageError(f"{where}: saved_model.pb is not a SavedModel "
+                     f"({one_line(e)}); {_AGAIN}") from None
+  found = model.meta_graphs[0].signature_def if model.meta_graphs else {}
+  for name in signatures:
+    if name not in found:
+      raise UsageError(f"{where}: saved_model.pb has no signature {name} "
+                       f"(its marker lists it); {_AGAIN}")
+  _check_variables(os.path.join(path, "variables"), where)
+
+
+def _check_variables(directory: str, where: str) -> None:
+  index = os.path.join(directory, "variables.index")
+  if not os.path.isfile(index):
+    raise UsageError(f"{where}: variables/variables.index is missing (an "
+                     f"incomplete copy?); {_AGAIN}")
+  prefix = os.path.join(directory, "variables")
+  try:
+    reader = py_checkpoint_reader.NewCheckpointReader(prefix)
+    keys = sorted(reader.get_variable_to_dtype_map())
+  except (tf.errors.OpError, ValueError, RuntimeError) as e:
+    raise UsageError(f"{where}: variables/variables.index cannot be read "
+                     f"({_reason(e)}); {_AGAIN}") from None
+  for key in keys:
+    try:
+      reader.get_tensor(key)
+    except Exception as e:  # pylint: disable=broad-except
+      # TF raises OpError for a missing file or a bad checksum and
+      # IndexError for a short read: any of them is a damaged export.
+      raise UsageError(_data_problem(directory, e, where)) from None
+
+
+def _data_problem(directory: str, e: Exception, where: str) -> str:
+  named = _DATA_FILE.search(str(e))
+  if named and not os.path.exists(os.path.join(directory, named.group())):
+    return (f"{where}: variables/{named.group()} is missing (an incomplete "
+            f"copy?); {_AGAIN}")
+  found = sorted(os.path.basename(p) for p in glob.glob(
+      os.path.join(directory, "variables.data-*")))
+  name = named.group() if named else (
+      found[0] if len(found) == 1 else "variables.data-*")
+  return (f"{where}: variables/{name} is truncated or damaged "
+          f"({_reason(e)}); {_AGAIN}")
+
+
+def _reason(e: Exception) -> str:
+  """TF's message without its op context and without the path (the line
+  names the file already)."""
+  text = str(getattr(e, "message", None) or e).strip().splitlines()[0]
+  return one_line(text.split(" [Op:")[0])
