@@ -156,13 +156,6 @@ def refused_line(script, args, timeout=600):
   return refused(run([sys.executable, script, *args], timeout))
 
 
-def refused_lines(*runs, timeout=600):
-  """`refused_line` of each `(script, args)` of `runs`, run side by side."""
-  started = [start([sys.executable, script, *args], timeout)
-             for script, args in runs]
-  return [refused(r.result()) for r in started]
-
-
 # Slow runs side by side ------------------------------------------------------
 # CI has 2 cores and a test keeps about one busy. Runs that depend on nothing
 # else a test does can overlap: `start` begins a command at once on a
@@ -216,7 +209,9 @@ def pytest_configure(config):
 @pytest.fixture(scope="session", autouse=True)
 def _early_runs(request, tmp_path_factory):
   for item in request.session.items:
-    for mark in item.iter_markers("early"):
+    # A module's marks before its tests' own: the order an early run may
+    # rely on (see early_result).
+    for mark in reversed(list(item.iter_markers("early"))):
       for name in mark.args:
         fn = getattr(item.module, name)
         if fn not in _EARLY:
@@ -231,9 +226,14 @@ def _early_runs(request, tmp_path_factory):
 
 
 def early_result(fn):
-  """What early run `fn` returned (waiting for it to end)."""
+  """What early run `fn` returned (waiting for it to end). An early run
+  may take the result of one queued before it (never after: the runs go
+  one at a time)."""
   assert fn in _EARLY, f"mark the test @pytest.mark.early({fn.__name__!r})"
-  return _EARLY[fn].result()
+  future = _EARLY[fn]
+  if threading.current_thread().name.startswith("early"):
+    assert future.done(), f"early run {fn.__name__} is named too late"
+  return future.result()
 
 
 def rte_flags(shared_path, tmp_path, config):

@@ -8,16 +8,17 @@ line."""
 
 import contextlib
 import io
+import json
 import os
 import sys
 import types
 
 import pytest
 
-from conftest import (ROOT, refused_line, refused_lines, spiece_path,
-                      tree_digest)
+from conftest import (ROOT, early_result, refused, run, shared_dir,
+                      spiece_path, tree_digest)
 from data_utils.errors import UsageError, UserError, run_main
-from lm_checkpoints import CONFIG, write_checkpoints
+from lm_checkpoints import CONFIG, Checkpoints
 from xlnet_tf.tasks.language_model.workflow import (check_lm_model, check_mem_len,
                                    check_new_tokens)
 
@@ -27,9 +28,29 @@ import run_generate  # noqa: E402  pylint: disable=wrong-import-position
 import run_infill  # noqa: E402  pylint: disable=wrong-import-position
 
 
+# The checkpoints, then the command lines (the two tests at the end), are
+# early runs (see conftest).
+pytestmark = pytest.mark.early("lm_checkpoints")
+WRITE = """
+import dataclasses, json, sys
+sys.path.insert(0, {tests!r})
+from lm_checkpoints import write_checkpoints
+print(json.dumps(dataclasses.asdict(write_checkpoints(sys.argv[1]))))
+"""
+
+
+def lm_checkpoints(work):
+  """`lm_checkpoints.write_checkpoints(work)`, by a process of its own."""
+  res = run([sys.executable, "-c",
+             WRITE.format(tests=os.path.dirname(os.path.abspath(__file__))),
+             str(work)], 300)
+  assert res.returncode == 0, res.stderr[-3000:]
+  return Checkpoints(**json.loads(res.stdout.strip().splitlines()[-1]))
+
+
 @pytest.fixture(scope="module")
-def ckpts(tmp_path_factory):
-  return write_checkpoints(tmp_path_factory.mktemp("lm"))
+def ckpts():
+  return early_result(lm_checkpoints)
 
 
 class Flags(types.SimpleNamespace):
@@ -261,9 +282,12 @@ def test_infill_text_without_a_hole_is_refused(shared, ckpts, tmp_path,
   assert tree_digest(tmp_path) == before
 
 
-def test_each_script_refuses_on_its_command_line(shared, ckpts, tmp_path):
-  """One real command line a script kind: exit code 2, the line, no
-  traceback, and the inputs and the output folder unchanged."""
+def command_lines(work):
+  """What the two tests below run: their folders, the digests before and
+  after, and the results."""
+  ckpts, shared = early_result(lm_checkpoints), shared_dir()
+  tmp_path = work / "scripts"
+  tmp_path.mkdir()
   texts = tmp_path / "in.txt"
   texts.write_text("A text.\nNo hole either.\n")
   outputs = tmp_path / "out"
@@ -272,7 +296,7 @@ def test_each_script_refuses_on_its_command_line(shared, ckpts, tmp_path):
   spiece = f"--spiece_model_file={spiece_path(shared)}"
   wide = f"--model_config_path={ckpts.wide_config}"
   native = os.path.dirname(ckpts.native)
-  assert refused_lines(
+  scripts = [run([sys.executable, script, *args], 600) for script, args in (
       ("run_generate.py", [
           f"--init_checkpoint={ckpts.hf}", spiece, "--prompt=Hi",
           "--strategy=sample", "--temperature=nan",
@@ -285,23 +309,41 @@ def test_each_script_refuses_on_its_command_line(shared, ckpts, tmp_path):
           f"--output_file={outputs}/fills.jsonl"]),
       ("run_embed.py", [
           f"--init_checkpoint={ckpts.hf}", spiece, wide,
-          f"--input_file={texts}", f"--output_file={outputs}/emb.jsonl"]),
-  ) == [
+          f"--input_file={texts}", f"--output_file={outputs}/emb.jsonl"]))]
+  after = tree_digest(tmp_path), tree_digest(ckpts.hf)
+  finetuning = work / "finetuning"
+  finetuning.mkdir()
+  return {"texts": texts, "before": before, "scripts": scripts,
+          "after": after, "finetuning": finetuning, "run_classifier": run([
+              sys.executable, "run_classifier.py",
+              f"--init_checkpoint={ckpts.native}", "--do_train",
+              "--task_name=sst-2", f"--data_dir={shared}/data/glue/SST-2",
+              f"--model_config_path={ckpts.wide_config}",
+              f"--spiece_model_file={spiece_path(shared)}",
+              f"--output_dir={finetuning}/data",
+              f"--model_dir={finetuning}/model"], 600)}
+
+
+@pytest.mark.early("command_lines")
+@pytest.mark.usefixtures("shared")
+def test_each_script_refuses_on_its_command_line(ckpts):
+  """One real command line a script kind: exit code 2, the line, no
+  traceback, and the inputs and the output folder unchanged."""
+  runs = early_result(command_lines)
+  assert [refused(res) for res in runs["scripts"]] == [
       "run_generate: --temperature=nan: must be a finite number above 0",
       "run_score: " + _wide_line(ckpts, "native"),
-      f"run_infill: {texts}:1: nothing to fill (no <mask> marker)",
+      f"run_infill: {runs['texts']}:1: nothing to fill (no <mask> marker)",
       "run_embed: " + _wide_line(ckpts, "hf")]
-  assert (tree_digest(tmp_path), tree_digest(ckpts.hf)) == before
+  assert runs["after"] == runs["before"]
 
 
-def test_finetuning_init_checkpoint_of_another_width(shared, ckpts, tmp_path):
+@pytest.mark.early("command_lines")
+@pytest.mark.usefixtures("shared")
+def test_finetuning_init_checkpoint_of_another_width(ckpts):
   """The fine-tuning scripts check the same fit in their preflight: a
   native checkpoint used to end in a raw `Shapes ... incompatible`."""
-  args = [f"--init_checkpoint={ckpts.native}", "--do_train",
-          "--task_name=sst-2", f"--data_dir={shared}/data/glue/SST-2",
-          f"--model_config_path={ckpts.wide_config}",
-          f"--spiece_model_file={spiece_path(shared)}",
-          f"--output_dir={tmp_path}/data", f"--model_dir={tmp_path}/model"]
-  assert refused_line("run_classifier.py", args) == (
+  runs = early_result(command_lines)
+  assert refused(runs["run_classifier"]) == (
       "run_classifier: " + _wide_line(ckpts, "native"))
-  assert os.listdir(tmp_path) == []
+  assert os.listdir(runs["finetuning"]) == []

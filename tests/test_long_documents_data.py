@@ -20,7 +20,8 @@ from xlnet_tf.tasks.classification.workflow import (ClassifierOptions,
                                            ClassifierWorkflow,
                                            check_segment_options)
 from cache_cases import LABELS, TINY, file_bytes, write_sst2
-from conftest import refused, rte_flags, spiece_path, start
+from conftest import (early_result, refused, rte_flags, run, shared_dir,
+                      spiece_path)
 
 
 def _segments(f, s):
@@ -199,25 +200,27 @@ FLAG_ERRORS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def flag_runs(shared, tmp_path_factory):
-  """run_classifier.py with each case's flags, in a folder of its own, all
-  begun at once (CI has 2 cores): flags -> (folder, started run)."""
+def flag_runs(work):
+  """run_classifier.py with each case's flags, each in a folder of its own
+  (an early run: see conftest): flags -> (folder, result)."""
   runs = {}
-  for flags, _ in FLAG_ERRORS:
-    tmp_path = tmp_path_factory.mktemp("flags")
+  for k, (flags, _) in enumerate(FLAG_ERRORS):
+    tmp_path = work / str(k)
+    tmp_path.mkdir()
     config = tmp_path / "xlnet_config.json"
     TINY.to_json(str(config))
-    args = rte_flags(shared, tmp_path, str(config)) + ["--do_train"] + flags
-    runs[tuple(flags)] = tmp_path, start(
-        [sys.executable, "run_classifier.py", *args], 600)
+    args = rte_flags(shared_dir(), tmp_path, str(config)) + ["--do_train"]
+    runs[tuple(flags)] = tmp_path, run(
+        [sys.executable, "run_classifier.py", *args, *flags], 600)
   return runs
 
 
+@pytest.mark.early("flag_runs")
+@pytest.mark.usefixtures("shared")
 @pytest.mark.parametrize("flags, line", FLAG_ERRORS)
-def test_flag_errors_are_one_line(flag_runs, flags, line):
-  tmp_path, started = flag_runs[tuple(flags)]
-  assert refused(started.result()) == f"run_classifier: {line}"
+def test_flag_errors_are_one_line(flags, line):
+  tmp_path, res = early_result(flag_runs)[tuple(flags)]
+  assert refused(res) == f"run_classifier: {line}"
   assert not os.path.exists(tmp_path / "data")  # refused before any work
 
 

@@ -1,5 +1,8 @@
 """run_pretrain.py end to end on real records: falling loss, interruption and
-exact resumption, the original-layout export loading into a classifier."""
+exact resumption, the original-layout export loading into a classifier.
+
+The runs are early runs (see conftest): the records first, then each run
+the tests check."""
 
 import glob
 import os
@@ -17,46 +20,30 @@ import xlnet_tf as xt
 from data_utils.pretraining import examples as pd
 from data_utils.pretraining.create_pretrain_data import create_pretrain_data
 from data_utils.pretraining.reader import pretrain_dataset
-from conftest import corpus_slice, spiece_path, start
+from conftest import (ROOT, corpus_slice, early_result, run, shared_dir,
+                      spiece_path)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CFG = pd.PretrainDataConfig(seq_len=32, reuse_len=16, bsz_per_host=4,
                             num_core_per_host=1, bi_data=True, num_predict=6,
                             perm_size=8)
 MODEL_FLAGS = ["--n_layer=2", "--d_model=32", "--n_head=4", "--d_head=8",
                "--d_inner=64", "--mem_len=16", "--ff_activation=gelu",
                "--untie_r", "--dropout=0.0", "--dropatt=0.0"]
+# Every test reads the records.
+pytestmark = pytest.mark.early("pretrain_records")
 
 
-@pytest.fixture(scope="module")
-def records(shared, tmp_path_factory):
-  work = tmp_path_factory.mktemp("run_pretrain")
-  corpus = corpus_slice(shared, work, 800)
-  create_pretrain_data([corpus], CFG, str(work / "data"), spiece_path(shared),
-                       pass_ids=[0, 1], seed=1)
+def pretrain_records(work):
+  """The first 800 lines of the corpus, two passes: the records folder."""
+  corpus = corpus_slice(shared_dir(), work, 800)
+  create_pretrain_data([corpus], CFG, str(work / "data"),
+                       spiece_path(shared_dir()), pass_ids=[0, 1], seed=1)
   return str(work / "data" / "tfrecords")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def begun(shared, records, tmp_path_factory):
-  """The runs of the last two tests, which need nothing but the records,
-  begun with the module's first test so that they overlap its work (CI
-  has 2 cores). The second reads records built for two cores per host, two
-  replicas of batch 2."""
-  bad = tmp_path_factory.mktemp("bad_flags")
-  two = tmp_path_factory.mktemp("two_cores")
-  cfg2 = pd.PretrainDataConfig(**dict(CFG.to_dict(), num_core_per_host=2))
-  corpus = os.path.join(os.path.dirname(os.path.dirname(records)),
-                        "corpus.txt")
-  create_pretrain_data([corpus], cfg2, str(two / "data"), spiece_path(shared),
-                       seed=1)
-  return {
-      "bad_flags": start(_cmd(records, bad / "m", 10)[:-len(MODEL_FLAGS)] +
-                         ["--seq_len=64"], 300),
-      "mirrored": start(_cmd(
-          str(two / "data" / "tfrecords"), two / "m", 20,
-          ["--iterations=10", "--strategy=mirrored", "--num_cpu_devices=2"]),
-                        600)}
+@pytest.fixture(scope="module")
+def records(shared):  # pylint: disable=unused-argument  (without ../shared)
+  return early_result(pretrain_records)
 
 
 def _cmd(records, model_dir, steps, extra=()):
@@ -72,10 +59,17 @@ def _losses(text):
           re.findall(r"step (\d+)/\d+ loss ([0-9.]+)", text)]
 
 
-def test_loss_falls_and_export_loads_into_classifier(records, tmp_path):
-  model_dir = tmp_path / "model"
-  res = subprocess.run(_cmd(records, model_dir, 150, ["--iterations=25"]),
-                       cwd=ROOT, capture_output=True, text=True, timeout=600)
+def loss_run(work):
+  """150 steps: the model folder and the result."""
+  model_dir = work / "model"
+  return model_dir, run(_cmd(early_result(pretrain_records), model_dir, 150,
+                             ["--iterations=25"]), 600)
+
+
+@pytest.mark.early("loss_run")
+@pytest.mark.usefixtures("records")
+def test_loss_falls_and_export_loads_into_classifier():
+  model_dir, res = early_result(loss_run)
   assert res.returncode == 0, res.stderr[-2000:]
   losses = _losses(res.stderr)
   assert [s for s, _ in losses] == [25, 50, 75, 100, 125, 150]
@@ -98,9 +92,13 @@ def test_loss_falls_and_export_loads_into_classifier(records, tmp_path):
                                 native.encoder.word_embedding.numpy())
 
 
-def test_killed_run_resumes_at_saved_step(records, tmp_path):
-  model_dir = tmp_path / "model"
-  cmd = _cmd(records, model_dir, 100, ["--iterations=10", "--save_steps=20"])
+def killed_run(work):
+  """A run of 100 steps killed once a checkpoint is saved, then the same
+  command again: the model folder, the killed run's last checkpoint and
+  the second run's result."""
+  model_dir = work / "model"
+  cmd = _cmd(early_result(pretrain_records), model_dir, 100,
+             ["--iterations=10", "--save_steps=20"])
   proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL,
                           stderr=subprocess.PIPE, text=True)
   deadline = time.time() + 300
@@ -114,9 +112,14 @@ def test_killed_run_resumes_at_saved_step(records, tmp_path):
   proc.wait()
   saved = int(re.search(r"ckpt-(\d+)$", tf.train.latest_checkpoint(
       str(model_dir))).group(1))
+  return model_dir, saved, run(cmd, 600)
+
+
+@pytest.mark.early("killed_run")
+@pytest.mark.usefixtures("records")
+def test_killed_run_resumes_at_saved_step():
+  model_dir, saved, res = early_result(killed_run)
   assert saved < 100  # it really was interrupted
-  res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True,
-                       timeout=600)
   assert res.returncode == 0, res.stderr[-2000:]
   assert f"resumed from {model_dir}/ckpt-{saved} at step {saved}" in res.stderr
   steps = [s for s, _ in _losses(res.stderr)]
@@ -137,8 +140,16 @@ def test_skip_resumes_the_exact_input_position(records):
     np.testing.assert_array_equal(a, b)
 
 
-def test_bad_flags_are_one_line_errors(begun):
-  res = begun["bad_flags"].result()
+def bad_flags_run(work):
+  """--seq_len=64 on records built with 32 (model flags left out)."""
+  return run(_cmd(early_result(pretrain_records), work / "m",
+                  10)[:-len(MODEL_FLAGS)] + ["--seq_len=64"], 300)
+
+
+@pytest.mark.early("bad_flags_run")
+@pytest.mark.usefixtures("records")
+def test_bad_flags_are_one_line_errors():
+  res = early_result(bad_flags_run)
   res_text = res.stderr.strip().splitlines()[-1]
   assert res.returncode == 2
   assert re.match(r"run_pretrain: .*record_info-train-0-0.*built with "
@@ -146,10 +157,26 @@ def test_bad_flags_are_one_line_errors(begun):
   assert "Traceback" not in res.stderr
 
 
-def test_mirrored_over_two_logical_cpus(begun):
+def mirrored_run(work):
+  """Records of the same corpus built for two cores per host, and 20 steps
+  of two replicas of batch 2 over them."""
+  records = early_result(pretrain_records)
+  cfg2 = pd.PretrainDataConfig(**dict(CFG.to_dict(), num_core_per_host=2))
+  corpus = os.path.join(os.path.dirname(os.path.dirname(records)),
+                        "corpus.txt")
+  create_pretrain_data([corpus], cfg2, str(work / "data"),
+                       spiece_path(shared_dir()), seed=1)
+  return run(_cmd(
+      str(work / "data" / "tfrecords"), work / "m", 20,
+      ["--iterations=10", "--strategy=mirrored", "--num_cpu_devices=2"]), 600)
+
+
+@pytest.mark.early("mirrored_run")
+@pytest.mark.usefixtures("records")
+def test_mirrored_over_two_logical_cpus():
   """Each replica gets its own forward/backward halves: records built for
-  two cores per host, two replicas of batch 2 (`begun`)."""
-  res = begun["mirrored"].result()
+  two cores per host, two replicas of batch 2."""
+  res = early_result(mirrored_run)
   assert res.returncode == 0, res.stderr[-2000:]
   assert [s for s, _ in _losses(res.stderr)] == [10, 20]
   assert re.search(r"Using MirroredStrategy with devices \(.*device:CPU:0.*"

@@ -20,8 +20,8 @@ from data_utils.tokenization import SentencePieceTokenizer
 from xlnet_tf.config import ConfigError, check_vocab
 from xlnet_tf.training import TrainOptions
 from xlnet_tf.finetuning.driver import check_finetune_training
-from conftest import (corpus_slice, refused_line, rte_flags, spiece_path,
-                      start, tree_digest)
+from conftest import (corpus_slice, early_result, refused, rte_flags, run,
+                      shared_dir, spiece_path, start, tree_digest)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = xt.XLNetConfig(n_layer=2, d_model=16, n_head=2, d_head=8, d_inner=32,
@@ -77,13 +77,20 @@ def test_finetune_preflight_checks(shared, tmp_path):
   assert sorted(os.listdir(tmp_path)) == ["c.json", "file"]
 
 
-def test_run_classifier_refuses_a_config_smaller_than_the_vocabulary(
-    shared, tmp_path):
+def small_config_run(tmp_path):
+  """(An early run: see conftest.)"""
   config = tmp_path / "c.json"
   config.write_text(json.dumps(dict(CONFIG.to_dict(), n_token=1000)))
-  flags = rte_flags(shared, tmp_path, config)
-  assert refused_line("run_classifier.py", flags + [
-      "--do_train", "--max_seq_length=32", "--train_steps=2"]) == (
+  flags = rte_flags(shared_dir(), tmp_path, config)
+  return tmp_path, config, run([
+      sys.executable, "run_classifier.py", *flags, "--do_train",
+      "--max_seq_length=32", "--train_steps=2"], 600)
+
+
+@pytest.mark.early("small_config_run")
+def test_run_classifier_refuses_a_config_smaller_than_the_vocabulary(shared):
+  tmp_path, config, res = early_result(small_config_run)
+  assert refused(res) == (
       f"run_classifier: --model_config_path={config}: n_token 1000 is smaller "
       f"than the vocabulary of --spiece_model_file={spiece_path(shared)} "
       "(32000 pieces)")
