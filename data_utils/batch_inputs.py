@@ -46,16 +46,14 @@ from typing import Iterator, List, NamedTuple, Optional, Tuple, Union
 
 from data_utils import table_records
 from data_utils.errors import UsageError, UserError
-from data_utils.ner.reader import DOCSTART, read_ner
-from data_utils.text_files import (BadLine, file_problem, has_utf8_bom,
-                                   read_lines)
+from data_utils.ner.reader import read_ner
+from data_utils.text_files import BadLine, file_problem, read_lines
 
 FORMATS = ("auto", "lines", "tsv", "csv", "jsonl", "conll")
 _BY_SUFFIX = {".tsv": "tsv", ".csv": "csv", ".jsonl": "jsonl",
               ".conll": "conll"}
 DEFAULT_COLUMNS = ("sentence", "text")
 _SHOWN_COLUMNS, _SHOWN_CHARS = 10, 40   # of a header, in a message
-_BOM_CHAR = "\ufeff"
 
 
 class Row(NamedTuple):
@@ -267,15 +265,7 @@ def _conll_rows(path: str) -> Iterator[Union[Row, DeadRow]]:
     # The whole file cannot be read (its reason names the line).
     yield DeadRow(path, 0, str(e))
     return
-  bom = has_utf8_bom(path)
   for sentence in data.sentences:
-    words = list(sentence.words)
-    if bom and sentence.line == 1:
-      # read_ner keeps a UTF-8 byte-order mark on the first word (it opens
-      # files as utf-8, not utf-8-sig): a first `-DOCSTART-` line became
-      # a sentence.
-      words[0] = words[0].lstrip(_BOM_CHAR)
-      if words == [DOCSTART]:
-        continue
-    yield Row(path, sentence.line, {"words": words, "scheme": data.scheme,
+    yield Row(path, sentence.line, {"words": list(sentence.words),
+                                    "scheme": data.scheme,
                                     "document": sentence.document})

@@ -112,12 +112,6 @@ def file_problem(path: str) -> Optional[str]:
   return f"{found}; convert it to UTF-8, e.g. iconv -f {name} -t UTF-8"
 
 
-def has_utf8_bom(path: str) -> bool:
-  """Whether `path` starts with the UTF-8 byte-order mark."""
-  with open(path, "rb") as f:
-    return f.read(len(codecs.BOM_UTF8)) == codecs.BOM_UTF8
-
-
 def _skip_rest(f: BinaryIO, size: int) -> int:
   """Reads past the rest of an over-long line in bounded pieces; the
   line's length in bytes, without its line ending."""
@@ -138,11 +132,13 @@ def decode_line(raw: bytes) -> Union[str, BadLine]:
   try:
     text = raw.decode("utf-8")
   except UnicodeDecodeError as e:
+    # Columns count characters, as an editor shows them.
+    column = len(raw[:e.start].decode("utf-8")) + 1
     return BadLine(f"not UTF-8 text (byte 0x{raw[e.start]:02x} at column "
-                   f"{e.start + 1})")
+                   f"{column})")
   if "\0" in text:
-    return BadLine(f"NUL byte at column {raw.index(0) + 1} (a binary file, "
-                   "not text)")
+    return BadLine(f"NUL byte at column {text.index(chr(0)) + 1} (a binary "
+                   "file, not text)")
   return text
 
 

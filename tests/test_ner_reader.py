@@ -185,6 +185,24 @@ def test_conll_errors(tmp_path):
   missing = os.path.join(str(tmp_path), "none.txt")
   assert error_of(missing) == f"{missing}: cannot read (No such file or " \
       "directory)"
+  p = write(tmp_path, "nul.txt", b"EU I-ORG\n\nna\x00ve O\n")
+  assert error_of(p) == f"{p}:3: NUL byte at column 3 (a binary file, not " \
+      "text)"
+  # A line over 1 MiB is named, read in bounded pieces.
+  p = write(tmp_path, "long.txt", b"EU I-ORG\n" + b"x" * (3 << 20))
+  assert error_of(p) == f"{p}:2: line too long: 3145728 bytes (the limit " \
+      "is 1 MiB)"
+
+
+def test_a_utf8_bom_is_an_encoding_mark(tmp_path):
+  """Not part of the first word: a marked `-DOCSTART-` line is still the
+  document marker (it used to become a sentence of one word)."""
+  text = "-DOCSTART- -X- O O\n\nEU NNP I-NP I-ORG\nsays VBZ I-VP O\n"
+  plain = read_ner(write(tmp_path, "plain.txt", text))
+  marked = read_ner(write(tmp_path, "bom.txt", b"\xef\xbb\xbf" +
+                          text.encode()))
+  assert marked.sentences == plain.sentences
+  assert [s.words for s in marked.sentences] == [["EU", "says"]]
 
 
 def test_jsonl_errors(tmp_path):

@@ -22,8 +22,9 @@ import dataclasses
 import json
 from typing import Iterator, List, Optional, Sequence
 
-from data_utils.errors import UserError, utf8_error
+from data_utils.errors import UserError
 from data_utils.ner import schemes
+from data_utils.text_files import BadLine, read_lines
 
 DOCSTART = "-DOCSTART-"
 
@@ -93,11 +94,14 @@ class NerData:
 
 
 def _lines(path: str) -> Iterator[str]:
-  try:
-    with open(path, encoding="utf-8") as f:
-      yield from f
-  except UnicodeDecodeError:
-    raise NerDataError(utf8_error(path)) from None
+  """The file's text lines (a UTF-8 byte-order mark dropped); a line that
+  is not UTF-8, holds a NUL byte or is over 1 MiB (read in bounded pieces)
+  is a one-line NerDataError naming it."""
+  with open(path, "rb") as f:
+    for n, text in read_lines(f):
+      if isinstance(text, BadLine):
+        raise NerDataError(f"{path}:{n}: {text.reason}")
+      yield text
 
 
 def _conll_sentences(path: str, untagged: bool):
