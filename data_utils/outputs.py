@@ -16,10 +16,17 @@ moment of writing.
 
 A prediction file keeps its input's whole name (`output_name`), so two
 inputs with the same stem (`eng.testa`, `eng.testb`) never share an output.
+
+Writers in parallel processes of one job (the record builder's tasks) record
+their files with `record_outputs(..., lock=True)`: the read-modify-write of
+the ledger then holds an exclusive lock on `.xlnet_tf_outputs.lock` beside
+it, so no writer loses another's entries.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -29,6 +36,7 @@ from data_utils.atomic import write_json, write_text
 from data_utils.errors import UsageError, UserError
 
 LEDGER = ".xlnet_tf_outputs.json"
+LEDGER_LOCK = ".xlnet_tf_outputs.lock"
 _LEDGER_FORMAT = 1
 
 
@@ -77,38 +85,43 @@ def read_ledger(directory: str) -> Dict[str, dict]:
 
 
 def _refusal(path: str, flag: str, overwrite: bool, source: Optional[str],
-             inputs: Iterable[str], ledger: Dict[str, dict]) -> Optional[str]:
+             inputs: Iterable[str], ledger: Dict[str, dict],
+             value: Optional[str] = None) -> Optional[str]:
   """Why `path` may not be written, or None."""
   name = os.path.basename(path)
   where = f"--{flag}={os.path.dirname(path)}"
+  shown = name
+  if value is not None:
+    where, shown = f"--{flag}={value}", os.path.relpath(path, value)
   for given in inputs:
     if os.path.exists(given) and os.path.exists(path) and \
         os.path.samefile(given, path):
-      return f"{where}: {name} is the input {given}; it is never replaced"
+      return f"{where}: {shown} is the input {given}; it is never replaced"
   if not os.path.lexists(path):
     return None
   if os.path.isdir(path) or os.path.islink(path):
-    return f"{where}: {name} exists and is not a file this run may replace"
+    return f"{where}: {shown} exists and is not a file this run may replace"
   if overwrite:
     return None
   entry = ledger.get(name)
   if entry is None or entry.get("sha256") != file_sha256(path):
-    return (f"{where}: {name} exists and was not written by xlnet-tf (or "
+    return (f"{where}: {shown} exists and was not written by xlnet-tf (or "
             "was changed since); move it, or pass --overwrite to replace it")
   if _source_id(source) != entry.get("source"):
-    return (f"{where}: {name} holds the output of {entry.get('source')}, "
+    return (f"{where}: {shown} holds the output of {entry.get('source')}, "
             f"not of {source}; use another --{flag}, or pass --overwrite")
   return None
 
 
 def check_outputs(paths: Iterable[str], flag: str, overwrite: bool = False,
-                  source: Optional[str] = None, inputs: Iterable[str] = ()
-                  ) -> None:
+                  source: Optional[str] = None, inputs: Iterable[str] = (),
+                  value: Optional[str] = None) -> None:
   """One-line `UsageError` (naming `--flag`, the folder and the file) if
   any of `paths` may not be written (see the module docstring): `source` is
   the input the outputs are made from, `inputs` every file the run reads.
-  A folder that is a file, or that cannot be made, is refused too. Writes
-  nothing."""
+  `value`: the flag's value, when `paths` lie in folders below it (the line
+  then says `--flag=value: sub/name`). A folder that is a file, or that
+  cannot be made, is refused too. Writes nothing."""
   inputs = list(inputs)
   ledgers: Dict[str, Dict[str, dict]] = {}
   for path in paths:
@@ -117,7 +130,8 @@ def check_outputs(paths: Iterable[str], flag: str, overwrite: bool = False,
       _check_folder(directory, flag)
       ledgers[directory] = read_ledger(directory) if os.path.isdir(
           directory) else {}
-    why = _refusal(path, flag, overwrite, source, inputs, ledgers[directory])
+    why = _refusal(path, flag, overwrite, source, inputs, ledgers[directory],
+                   value)
     if why:
       raise UsageError(why)
 
@@ -154,18 +168,36 @@ def write_output(path: str, data, flag: str, overwrite: bool = False,
 
 
 def record_outputs(directory: str, files: Dict[str, str],
-                   source: Optional[str] = None, forget: Iterable[str] = ()
-                   ) -> None:
+                   source: Optional[str] = None, forget: Iterable[str] = (),
+                   lock: bool = False) -> None:
   """Records `files` ({name: sha256}, already in `directory`) as written
   from `source` in the folder's ledger, and drops the names in `forget`
-  (files this project removed): one ledger write for a whole job."""
-  ledger = read_ledger(directory)
-  for name in forget:
-    ledger.pop(name, None)
-  for name, sha256 in files.items():
-    ledger[name] = {"sha256": sha256, "source": _source_id(source)}
-  write_json(os.path.join(directory, LEDGER),
-             {"format": _LEDGER_FORMAT, "files": ledger})
+  (files this project removed): one ledger write for a whole job. `lock`:
+  other processes may record in the same folder at the same time (see the
+  module docstring)."""
+  with _locked(directory) if lock else contextlib.nullcontext():
+    ledger = read_ledger(directory)
+    for name in forget:
+      ledger.pop(name, None)
+    for name, sha256 in files.items():
+      ledger[name] = {"sha256": sha256, "source": _source_id(source)}
+    write_json(os.path.join(directory, LEDGER),
+               {"format": _LEDGER_FORMAT, "files": ledger})
+
+
+@contextlib.contextmanager
+def _locked(directory: str):
+  # A lock file of its own: the ledger itself is replaced by a rename, so a
+  # lock on it would guard an inode that the next writer no longer opens.
+  # flock on a regular file opened for writing also works over NFS (Linux
+  # emulates it with a byte-range lock there).
+  fd = os.open(os.path.join(directory, LEDGER_LOCK), os.O_RDWR | os.O_CREAT,
+               0o644)
+  try:
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    yield
+  finally:
+    os.close(fd)  # closing releases the lock
 
 
 def own_unchanged(directory: str, name: str) -> bool:
