@@ -18,7 +18,6 @@ writer leaves one whole file or none.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import mmap
 import os
@@ -27,7 +26,6 @@ from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 
 from data_utils.atomic import atomic_path
-from data_utils.errors import utf8_error
 from data_utils.pretraining import examples
 from data_utils.pretraining.examples import DataError
 from data_utils.pretraining.task_split import InputRange
@@ -36,27 +34,11 @@ CACHE_FORMAT = "xlnet-tf/ids/v1"
 _SENT_BIT = np.uint32(1 << 31)
 # Pieces per write: bounds the memory a shard's tokenization holds.
 _FLUSH_PIECES = 1 << 20
-
-
-class _RangeRaw(io.RawIOBase):
-  """The bytes `[begin, end)` of an open binary file, as a raw stream."""
-
-  def __init__(self, f, begin: int, end: int):
-    super().__init__()
-    self._f = f
-    self._left = end - begin
-    f.seek(begin)
-
-  def readable(self) -> bool:
-    return True
-
-  def readinto(self, buffer) -> int:
-    if self._left <= 0:
-      return 0
-    view = memoryview(buffer)[:min(len(buffer), self._left)]
-    n = self._f.readinto(view)
-    self._left -= n
-    return n
+# The longest input line read (bytes, newline included). A sentence or
+# paragraph is far shorter; a longer "line" is a file that is not text of
+# lines (a dump with no newline), which would otherwise be held whole.
+MAX_LINE_BYTES = 1 << 20
+_READ_BUFFER = 1 << 20
 
 
 def range_sha256(r: InputRange) -> str:
@@ -96,25 +78,62 @@ def _line_number(path: str, offset: int) -> int:
   return count
 
 
+def _decoded(path: str, line_no: int, raw: bytes) -> str:
+  """One line's bytes as text; a bad byte or a NUL is a one-line DataError
+  naming the file and line (the words of `errors.text_problem`)."""
+  try:
+    text = raw.decode("utf-8")
+  except UnicodeDecodeError as e:
+    column = len(raw[:e.start].decode("utf-8")) + 1
+    raise DataError(f"{path}:{line_no}: not UTF-8 text (byte "
+                    f"0x{raw[e.start]:02x} at column {column})") from None
+  if "\0" in text:
+    raise DataError(f"{path}:{line_no}: NUL byte at column "
+                    f"{text.index(chr(0)) + 1} (a binary file, not text)")
+  return text
+
+
+def _too_long(path: str, line_no: int, raw: bytes) -> DataError:
+  if b"\0" in raw:  # a binary file is named as one, not as a long line
+    head = raw[:raw.index(b"\0")].decode("utf-8", "replace")
+    return DataError(f"{path}:{line_no}: NUL byte at column {len(head) + 1}"
+                     " (a binary file, not text)")
+  return DataError(f"{path}:{line_no}: line longer than {MAX_LINE_BYTES} "
+                   "bytes (1 MiB, the longest line the builder reads; the "
+                   "input is one sentence or paragraph per line)")
+
+
 def range_lines(r: InputRange) -> Iterator[Tuple[int, str]]:
   """`(line number in the file, line)` of a range, decoded as the readers
-  open text (UTF-8, universal newlines); a bad byte is a one-line DataError
-  naming the file and its line."""
-  first = None
-  with open(r.path, "rb") as f:
-    text = io.TextIOWrapper(io.BufferedReader(_RangeRaw(f, r.begin, r.end)),
-                            encoding="utf-8", newline=None)
-    i = 0
-    try:
-      for line in text:
-        if first is None:
-          first = _line_number(r.path, r.begin) if r.begin else 0
-        i += 1
-        yield first + i, line
-    except UnicodeDecodeError:
-      # The text layer decodes blocks ahead of the lines handed out:
-      # utf8_error finds the bad line in the bytes.
-      raise DataError(utf8_error(r.path)) from None
+  open text (UTF-8, universal newlines: `\\r\\n` and a lone `\\r` end a
+  line too, as `\\n`). Reads a line at most `MAX_LINE_BYTES` long at a
+  time: a longer line, a bad byte or a NUL byte (a binary file) is a
+  one-line DataError naming the file and line, found in this same read."""
+  line_no = None
+  with open(r.path, "rb", buffering=_READ_BUFFER) as f:
+    f.seek(r.begin)
+    left = r.size
+    while left > 0:
+      raw = f.readline(min(left, MAX_LINE_BYTES + 1))
+      if not raw:
+        break
+      left -= len(raw)
+      if line_no is None:  # counted once, and only for a range with text
+        line_no = _line_number(r.path, r.begin) if r.begin else 0
+      line_no += 1
+      if len(raw) > MAX_LINE_BYTES:
+        raise _too_long(r.path, line_no, raw)
+      text = _decoded(r.path, line_no, raw)
+      if "\r" not in text:
+        yield line_no, text
+        continue
+      # A UTF-8 sequence never holds a \r or \n byte: splitting the decoded
+      # line is splitting the bytes.
+      parts = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+      for part in parts[:-1]:
+        yield line_no, part + "\n"
+      if parts[-1]:
+        yield line_no, parts[-1]
 
 
 def tokenize_range(r: InputRange, encode: Optional[Callable[[str], List[int]]],

@@ -21,12 +21,16 @@ The split is recorded in every record-info (`split_record`).
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
+import stat
 from typing import List, Optional, Sequence
 
 from data_utils.errors import UsageError
 
 MIB = 1 << 20
+# The most bytes read at once while looking for a document end.
+PIECE = 1 << 16
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,7 +58,9 @@ def _is_blank(line: bytes) -> bool:
 
 def next_document_end(path: str, at: int) -> Optional[int]:
   """The offset just after the first blank line that starts at or after
-  the first line start `>= at`; None when the file has no such line.
+  the first line start `>= at`; None when the file has no such line. Reads
+  pieces of at most `PIECE` bytes, so a line of any length costs no more
+  memory than a short one.
 
   Example:
     >>> import tempfile
@@ -64,16 +70,60 @@ def next_document_end(path: str, at: int) -> Optional[int]:
     [5, 5, 9, None]
   """
   with open(path, "rb") as f:
+    # At a line start: at 0, or just after a newline; else skip to the next.
+    starting = at == 0
     if at > 0:
       f.seek(at - 1)
-      if f.read(1) != b"\n":
-        f.readline()  # the rest of the line that holds `at`
+      starting = f.read(1) == b"\n"
     offset = f.tell()
-    for line in f:
-      offset += len(line)
-      if _is_blank(line):
-        return offset
+    blank = True  # the line read so far is blank
+    while True:
+      piece = f.readline(PIECE)
+      if not piece:
+        return None
+      offset += len(piece)
+      blank = blank and _is_blank(piece)
+      if piece.endswith(b"\n"):
+        if starting and blank:
+          return offset
+        starting, blank = True, True
+
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+          (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def file_problem(path: str) -> Optional[str]:
+  """Why `path` cannot be read as an input file (`is not a regular file (a
+  FIFO)`, ...), or None. Only a regular file is read: a FIFO or a device
+  would block the reader or never end, and a folder is no text.
+
+    >>> file_problem("/")
+    'is not a regular file (a directory)'
+  """
+  try:
+    mode = os.stat(path).st_mode
+  except FileNotFoundError:
+    return "does not exist (a broken link?)"
+  if not stat.S_ISREG(mode):
+    kind = next((k for test, k in _KINDS if test(mode)), "not a file")
+    return f"is not a regular file ({kind})"
+  if not os.access(path, os.R_OK):
+    return "is not readable"
   return None
+
+
+def check_input_files(paths: Sequence[str], flag: Optional[str] = None
+                      ) -> None:
+  """A one-line UsageError naming the first of `paths` that `file_problem`
+  refuses: `--input_glob=<glob>: <path> is not a regular file (a FIFO)`
+  (`flag`: `input_glob=<glob>`, or None for a list of paths)."""
+  for path in paths:
+    problem = file_problem(path)
+    if problem:
+      where = f"--{flag}: " if flag else ""
+      raise UsageError(f"{where}{path} {problem}")
 
 
 def split_by_files(paths: Sequence[str], num_task: int
@@ -119,8 +169,9 @@ def plan_tasks(paths: Sequence[str], num_task: int = 1,
   makes), else `split_by_files`. Raises a one-line UsageError."""
   if task_size_mb is None:
     return split_by_files(paths, num_task)
-  if not task_size_mb > 0:
-    raise UsageError(f"--task_size_mb={task_size_mb}: must be positive")
+  if not (task_size_mb > 0 and math.isfinite(task_size_mb)):
+    raise UsageError(f"--task_size_mb={task_size_mb}: must be a positive, "
+                     "finite number of MiB")
   tasks = split_by_size(paths, task_size_mb)
   if num_task not in (1, len(tasks)):
     raise UsageError(f"--num_task={num_task}: --task_size_mb={task_size_mb} "
