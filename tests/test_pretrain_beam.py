@@ -5,7 +5,6 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 
 import numpy as np
@@ -14,6 +13,7 @@ import tensorflow as tf
 
 from data_utils.errors import UsageError
 from data_utils import beam_jobs
+from data_utils.outputs import LEDGER
 from data_utils.pretraining import beam_pipeline, builder, ids_cache
 from data_utils.pretraining import examples as pd
 from data_utils.pretraining.create_pretrain_data import create_pretrain_data
@@ -21,27 +21,36 @@ from data_utils.pretraining.reader import load_record_infos
 from data_utils.records import example_bytes, float_feature, int_feature
 from data_utils.pretraining.task_split import MIB, split_by_size
 from data_utils.tokenization import EOD_ID, SentencePieceTokenizer
-from conftest import spiece_path
+from conftest import early_result, run, shared_dir, spiece_path
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CFG = pd.PretrainDataConfig(seq_len=64, reuse_len=32, bsz_per_host=8,
                             num_core_per_host=1, bi_data=True, num_predict=10,
                             perm_size=16)
 PASSES = [0, 1]
 MAX_BATCHES = 25
 SEED = 11
+# The three files, and the CLI's Beam build of them, come first.
+pytestmark = pytest.mark.early("beam_inputs")
 
 
 def _sha256_tree(save_dir):
-  """sha256 of corpus_info.json and of every file under tfrecords/."""
+  """sha256 of every file of the build: those in save_dir (corpus_info.json,
+  the output ledger) and under tfrecords/ (records, record-infos, ledger)."""
   out = {}
-  names = ["corpus_info.json"] + [
-      os.path.join("tfrecords", n)
-      for n in os.listdir(os.path.join(save_dir, "tfrecords"))]
+  names = [n for n in os.listdir(save_dir)
+           if os.path.isfile(os.path.join(save_dir, n))] + [
+               os.path.join("tfrecords", n)
+               for n in os.listdir(os.path.join(save_dir, "tfrecords"))]
   for name in names:
     with open(os.path.join(save_dir, name), "rb") as f:
       out[name] = hashlib.sha256(f.read()).hexdigest()
   return out
+
+
+def _ledger(directory):
+  """{name: sha256} of the output ledger in `directory`."""
+  with open(os.path.join(directory, LEDGER), encoding="utf-8") as f:
+    return {n: e["sha256"] for n, e in json.load(f)["files"].items()}
 
 
 def _write_ranges(ranges, directory):
@@ -57,16 +66,36 @@ def _write_ranges(ranges, directory):
   return paths
 
 
-@pytest.fixture(scope="module")
-def three_files(shared, tmp_path_factory):
-  """The shared corpus cut into 3 files at document boundaries."""
+def beam_inputs(work):
+  """The shared corpus cut into 3 files at document boundaries, then the
+  CLI's Beam build of them by two worker processes (an early run: see
+  conftest): the files, the build's folder and the result."""
+  shared = shared_dir()
   corpus = os.path.join(shared, "data", "corpus", "gutenberg_state_union.txt")
   size = os.path.getsize(corpus)
   ranges = [r for task in split_by_size([corpus], size / 3 / MIB)
             for r in task]
   assert len(ranges) == 3
-  directory = tmp_path_factory.mktemp("three")
-  return _write_ranges(ranges, str(directory))
+  (work / "three").mkdir()
+  three_files = _write_ranges(ranges, str(work / "three"))
+  cmd = [sys.executable, "-m", "data_utils.pretraining.create_pretrain_data",
+         f"--input_glob={os.path.dirname(three_files[0])}/part-*.txt",
+         f"--sp_path={spiece_path(shared)}",
+         f"--save_dir={work / 'workers'}", "--num_task=3",
+         f"--seq_len={CFG.seq_len}", f"--reuse_len={CFG.reuse_len}",
+         f"--bsz_per_host={CFG.bsz_per_host}",
+         f"--num_predict={CFG.num_predict}", f"--perm_size={CFG.perm_size}",
+         "--bi_data", f"--num_passes={len(PASSES)}", f"--seed={SEED}",
+         f"--max_batches={MAX_BATCHES}", "--runner=DirectRunner",
+         "--pipeline_options=--direct_num_workers=2 "
+         "--direct_running_mode=multi_processing"]
+  return three_files, work / "workers", run(cmd, 600)
+
+
+@pytest.fixture(scope="module")
+def three_files(shared):  # pylint: disable=unused-argument  (without ../shared)
+  """The shared corpus cut into 3 files at document boundaries."""
+  return early_result(beam_inputs)[0]
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +112,13 @@ def plain_cli(three_files, shared, tmp_path_factory):
 def test_beam_in_process_and_two_workers_give_the_plain_cli_bytes(
     three_files, plain_cli, shared, tmp_path):
   want = _sha256_tree(plain_cli)
-  assert len(want) == 1 + 2 * 3 * len(PASSES)  # corpus_info, 6 files + infos
+  # corpus_info, 6 files + infos, each folder's ledger, the records' lock
+  assert len(want) == 1 + 2 * 3 * len(PASSES) + 2 + 1
+  # Each task's process recorded its own files in the one ledger.
+  assert _ledger(os.path.join(plain_cli, "tfrecords")) == {
+      os.path.basename(n): sha for n, sha in want.items()
+      if n.startswith("tfrecords/") and "/." not in n}
+  assert _ledger(plain_cli) == {"corpus_info.json": want["corpus_info.json"]}
 
   job = builder.prepare_job(three_files, CFG, str(tmp_path / "direct"),
                             spiece_path(shared), num_task=3, pass_ids=PASSES,
@@ -96,21 +131,10 @@ def test_beam_in_process_and_two_workers_give_the_plain_cli_bytes(
   assert counters["lines"] == sum(
       sum(1 for _ in open(p, encoding="utf-8")) for p in three_files)
 
-  cmd = [sys.executable, "-m", "data_utils.pretraining.create_pretrain_data",
-         f"--input_glob={os.path.dirname(three_files[0])}/part-*.txt",
-         f"--sp_path={spiece_path(shared)}",
-         f"--save_dir={tmp_path / 'workers'}", "--num_task=3",
-         f"--seq_len={CFG.seq_len}", f"--reuse_len={CFG.reuse_len}",
-         f"--bsz_per_host={CFG.bsz_per_host}",
-         f"--num_predict={CFG.num_predict}", f"--perm_size={CFG.perm_size}",
-         "--bi_data", f"--num_passes={len(PASSES)}", f"--seed={SEED}",
-         f"--max_batches={MAX_BATCHES}", "--runner=DirectRunner",
-         "--pipeline_options=--direct_num_workers=2 "
-         "--direct_running_mode=multi_processing"]
-  res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True,
-                       timeout=600)
+  # The CLI with two worker processes (begun early: see beam_inputs).
+  _, workers, res = early_result(beam_inputs)
   assert res.returncode == 0, res.stderr[-3000:]
-  assert _sha256_tree(str(tmp_path / "workers")) == want
+  assert _sha256_tree(str(workers)) == want
 
 
 def test_a_retried_unit_and_a_rerun_give_the_same_bytes(
@@ -240,7 +264,10 @@ def test_a_bad_shard_is_named_and_finished_units_are_kept(shared, tmp_path):
   with pytest.raises(pd.DataError) as e:
     beam_pipeline.run(job, beam_jobs.check_options("DirectRunner", None))
   assert str(e.value) == f"{bad}:3: not UTF-8 text (byte 0xff at column 5)"
-  assert len(os.listdir(tmp_path / "o" / "tfrecords")) == 2  # task 0 kept
+  kept = [n for n in os.listdir(tmp_path / "o" / "tfrecords")
+          if not n.startswith(".")]
+  assert len(kept) == 2  # task 0's records and record-info
+  assert set(_ledger(tmp_path / "o" / "tfrecords")) == set(kept)
 
 
 @pytest.mark.parametrize("runner, options, message", [

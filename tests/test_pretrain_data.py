@@ -16,7 +16,7 @@ from data_utils.pretraining.reader import (expand_example,
                                            load_record_infos,
                                            pretrain_dataset)
 from data_utils.tokenization import CLS_ID, SEP_ID
-from conftest import corpus_slice, spiece_path, start
+from conftest import corpus_slice, early_result, run, shared_dir, spiece_path
 
 CFG = pd.PretrainDataConfig(seq_len=32, reuse_len=16, bsz_per_host=4,
                             num_core_per_host=1, bi_data=True, num_predict=6,
@@ -311,20 +311,31 @@ def test_bad_inputs(built, tmp_path):
     assert glob.glob(str(tmp_path / out / "tfrecords" / "*")) == []
 
 
-def test_cli_errors_are_one_line(built, tmp_path):
+def cli_error_runs(tmp_path):
+  """The builder's command line twice, each time wrong (an early run: see
+  conftest); the corpus is `built`'s."""
+  (tmp_path / "in").mkdir()
+  (tmp_path / "out").mkdir()
+  corpus = corpus_slice(shared_dir(), tmp_path / "in", 1500)
   cmd = [sys.executable, "-m",
          "data_utils.pretraining.create_pretrain_data",
-         f"--input_glob={built['corpus']}", f"--save_dir={tmp_path}",
+         f"--input_glob={corpus}", f"--save_dir={tmp_path / 'out'}",
          "--seq_len=16", "--reuse_len=13", "--perm_size=13"]
-  runs = [start(cmd + ["--sp_path=/nonexistent/spiece.model"]),
-          start(cmd[:5] + ["--sp_path=/nonexistent/spiece.model"])]
-  res = runs[0].result()
+  return [run(cmd + ["--sp_path=/nonexistent/spiece.model"]),
+          run(cmd[:5] + ["--sp_path=/nonexistent/spiece.model"])]
+
+
+@pytest.mark.early("cli_error_runs")
+@pytest.mark.usefixtures("shared")
+def test_cli_errors_are_one_line():
+  runs = early_result(cli_error_runs)
+  res = runs[0]
   assert res.returncode == 2
   last = res.stderr.strip().splitlines()[-1]
   assert last.startswith("create_pretrain_data: reuse_len (13) must be < "
                          "seq_len - 3")
   assert "Traceback" not in res.stderr
-  res = runs[1].result()
+  res = runs[1]
   assert res.returncode == 2 and "Traceback" not in res.stderr
   assert res.stderr.strip().splitlines()[-1] == (
       "create_pretrain_data: /nonexistent/spiece.model: SentencePiece model "

@@ -7,9 +7,12 @@ The units are `builder`'s, the same the plain CLI runs, so the records,
 record-infos and `corpus_info.json` are the same bytes whatever the runner,
 the number of workers, the order work completes in, and any retry: each
 unit is a function of the job alone and writes to a temp name, then
-renames. A (task, pass) already built is kept. The input files and
-`save_dir` must be visible to every worker (one disk locally; a shared file
-system on a cluster).
+renames. A (task, pass) already built is kept. The driver checks what the
+job will write before the pipeline starts (one build per save_dir, the
+output ledger: `save_dir.py`); each build unit records its files in the
+ledger under its lock, and the last step records `corpus_info.json`. The
+input files and `save_dir` must be visible to every worker (one disk
+locally; a shared file system on a cluster).
 
 Counters (`xlnet_tf.pretrain_data`): lines, pieces, examples, files; each
 pass also logs its own progress (rate, ETA) where the worker logs.
@@ -24,7 +27,7 @@ from absl import logging
 
 from data_utils import beam_jobs
 from data_utils.errors import UserError
-from data_utils.pretraining import builder
+from data_utils.pretraining import builder, save_dir
 from data_utils.pretraining.builder import BuildJob
 from data_utils.pretraining.examples import DataError
 from data_utils.pretraining.task_split import InputRange
@@ -82,30 +85,34 @@ def write_corpus_info_unit(num_units: int, job: BuildJob) -> str:
 
 
 def run(job: BuildJob, beam_args: List[str]) -> dict:
-  """Runs the build; returns the counters (`{name: value}`). A unit's
+  """Runs the build; returns the counters (`{name: value}`). What it will
+  write is checked first, in the driver (`builder.check_job`). A unit's
   one-line error (bad input) is raised here as a DataError naming its file
-  and line; units finished before it keep their files."""
+  and line; units finished before it keep their files (and their ledger
+  entries: each unit records its own, `save_dir.py`)."""
   import apache_beam as beam  # heavy: on use
   from apache_beam.options.pipeline_options import PipelineOptions
 
-  os.makedirs(job.cache_dir, exist_ok=True)
-  os.makedirs(job.tfrecord_dir, exist_ok=True)
+  builder.check_job(job, range(job.num_task), with_corpus_info=True)
   ranges = [r.to_list() for r in job.unique_ranges()]
   units = [(t, p) for t in range(job.num_task) for p in job.pass_ids]
   logging.info("Beam build: %d input range(s), %d task(s) x %d pass(es)",
                len(ranges), job.num_task, len(job.pass_ids))
-  pipeline = beam.Pipeline(options=PipelineOptions(beam_args))
-  ids = (pipeline
-         | "Ranges" >> beam.Create(ranges)
-         | "SpreadRanges" >> beam.Reshuffle()
-         | "Tokenize" >> beam.Map(tokenize_unit, job))
-  _ = (pipeline
-       | "Units" >> beam.Create(units)
-       | "SpreadUnits" >> beam.Reshuffle()
-       | "Build" >> beam.Map(build_unit, job, beam.pvalue.AsDict(ids))
-       | "CountUnits" >> beam.combiners.Count.Globally()
-       | "CorpusInfo" >> beam.Map(write_corpus_info_unit, job))
-  counters = beam_jobs.run(pipeline, COUNTERS, DataError)
+  with save_dir.made_dirs(job.save_dir):
+    os.makedirs(job.cache_dir, exist_ok=True)
+    os.makedirs(job.tfrecord_dir, exist_ok=True)
+    pipeline = beam.Pipeline(options=PipelineOptions(beam_args))
+    ids = (pipeline
+           | "Ranges" >> beam.Create(ranges)
+           | "SpreadRanges" >> beam.Reshuffle()
+           | "Tokenize" >> beam.Map(tokenize_unit, job))
+    _ = (pipeline
+         | "Units" >> beam.Create(units)
+         | "SpreadUnits" >> beam.Reshuffle()
+         | "Build" >> beam.Map(build_unit, job, beam.pvalue.AsDict(ids))
+         | "CountUnits" >> beam.combiners.Count.Globally()
+         | "CorpusInfo" >> beam.Map(write_corpus_info_unit, job))
+    counters = beam_jobs.run(pipeline, COUNTERS, DataError)
   logging.info("Beam build done: %s", ", ".join(
       f"{k} {v}" for k, v in sorted(counters.items())))
   return counters

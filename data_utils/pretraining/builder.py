@@ -13,9 +13,12 @@ any order, on any machine, any number of times, with the same bytes:
   write_corpus_info(job)     `corpus_info.json`: the settings and the split
 
 The plain CLI runs them for one task (`build_task`); the Beam pipeline
-(`beam_pipeline.py`) for every task and pass. Files appear atomically (temp
-name, then rename). Pass streams are memory-mapped files, so a worker's
-memory does not grow with its task's size.
+(`beam_pipeline.py`) for every task and pass. Before any of them, the
+driver checks what the run will write (`check_job`: one build per save_dir,
+the output ledger; `save_dir.py`), and each unit records what it wrote.
+Files appear atomically (temp name, then rename). Pass streams are
+memory-mapped files, so a worker's memory does not grow with its task's
+size.
 """
 
 from __future__ import annotations
@@ -31,8 +34,9 @@ from data_utils.atomic import temp_dir, write_json
 from data_utils.errors import UsageError, check_positive, check_writable_dir
 from data_utils.fingerprint import file_sha256
 from data_utils.pretraining import (examples, fast_examples, ids_cache,
-                                    task_split)
+                                    save_dir as save_dirs, task_split)
 from data_utils.pretraining.examples import DataError, PretrainDataConfig
+from data_utils.pretraining.save_dir import format_name, record_info_path
 from data_utils.pretraining.task_split import InputRange
 from data_utils.progress import Progress
 from data_utils.records import (prepare_cache_dir, read_info, record_problem,
@@ -52,32 +56,6 @@ def _no_count(name: str, n: int) -> None:
   del name, n
 
 
-def format_name(prefix: str, cfg: PretrainDataConfig, suffix: str) -> str:
-  """File name carrying the settings, like the original's `format_filename`
-  (plus the permutation size and the n-gram counting mode).
-
-  Example:
-    >>> format_name("train-0-0", PretrainDataConfig(), "tfrecords")
-    'train-0-0.bsz-32.seqlen-512.reuse-256.bi.alpha-6.beta-1.fnp-85.perm-256.tfrecords'
-  """
-  parts = [prefix, f"bsz-{cfg.bsz_per_host}", f"seqlen-{cfg.seq_len}",
-           f"reuse-{cfg.reuse_len}"]
-  if cfg.uncased:
-    parts.append("uncased")
-  parts += ["bi" if cfg.bi_data else "uni", f"alpha-{cfg.mask_alpha}",
-            f"beta-{cfg.mask_beta}", f"fnp-{cfg.num_predict}",
-            f"perm-{cfg.perm_size}"]
-  if cfg.original_ngram_count:
-    parts.append("piececount")
-  return ".".join(parts + [suffix])
-
-
-def record_info_path(tfrecord_dir: str, split: str, task: int, pass_id: int,
-                     cfg: PretrainDataConfig) -> str:
-  return os.path.join(tfrecord_dir, format_name(
-      f"record_info-{split}-{task}-{pass_id}", cfg, "json"))
-
-
 @dataclasses.dataclass(frozen=True)
 class BuildJob:
   """Everything a unit of work needs (plain values: it is pickled to Beam
@@ -94,14 +72,16 @@ class BuildJob:
   seed: int
   pass_ids: Tuple[int, ...]
   max_batches: int
+  # Replace a file of this run's names that the ledger does not list.
+  overwrite: bool = False
 
   @property
   def tfrecord_dir(self) -> str:
-    return os.path.join(self.save_dir, "tfrecords")
+    return os.path.join(self.save_dir, save_dirs.TFRECORDS)
 
   @property
   def cache_dir(self) -> str:
-    return os.path.join(self.save_dir, "ids_cache")
+    return os.path.join(self.save_dir, save_dirs.IDS_CACHE)
 
   @property
   def num_task(self) -> int:
@@ -117,9 +97,9 @@ def prepare_job(input_paths: Sequence[str], cfg: PretrainDataConfig,
                 from_raw_text: bool = True, split: str = "train",
                 num_task: int = 1, task_size_mb: Optional[float] = None,
                 pass_ids: Sequence[int] = (0,), seed: int = 0,
-                max_batches: int = 0) -> BuildJob:
-  """Checks every setting and splits the input into tasks (one-line
-  errors, before any long work or any write but the output folder)."""
+                max_batches: int = 0, overwrite: bool = False) -> BuildJob:
+  """Checks every setting and input file and splits the input into tasks
+  (one-line errors, before any long work or any write)."""
   cfg.validate()
   check_writable_dir(save_dir, "save_dir")
   check_positive(max_batches, "max_batches", minimum=0)
@@ -132,6 +112,9 @@ def prepare_job(input_paths: Sequence[str], cfg: PretrainDataConfig,
     raise DataError("no input file matches the input glob")
   if not sp_path:
     raise DataError("--sp_path is required (span sampling needs the pieces)")
+  if os.path.exists(sp_path):  # a missing one: the tokenizer's own line
+    task_split.check_input_files([sp_path], f"sp_path={sp_path}")
+  task_split.check_input_files(input_paths)
   vocab = SentencePieceTokenizer(sp_path, lower=cfg.uncased)
   tasks = task_split.plan_tasks(input_paths, num_task, task_size_mb)
   if task_size_mb is None:
@@ -148,7 +131,32 @@ def prepare_job(input_paths: Sequence[str], cfg: PretrainDataConfig,
       save_dir=os.path.abspath(save_dir), sp_path=os.path.abspath(sp_path),
       sp_sha256=file_sha256(sp_path), vocab_size=vocab.vocab_size,
       from_raw_text=from_raw_text, split=split, seed=seed,
-      pass_ids=tuple(pass_ids), max_batches=max_batches)
+      pass_ids=tuple(pass_ids), max_batches=max_batches,
+      overwrite=overwrite)
+
+
+def record_path(job: BuildJob, task: int, pass_id: int) -> str:
+  return os.path.join(job.tfrecord_dir, format_name(
+      f"{job.split}-{task}-{pass_id}", job.cfg, "tfrecords"))
+
+
+def check_job(job: BuildJob, tasks: Sequence[int], with_corpus_info: bool
+              ) -> None:
+  """Before any work: one-line UsageError unless save_dir holds no other
+  build, its ids cache is the builder's, and every file the passes of
+  `tasks` (and `corpus_info.json`, when this run writes it) would write may
+  be written (`save_dir.py`). Creates nothing."""
+  save_dirs.check_one_build(job.save_dir,
+                            save_dirs.build_settings(corpus_info(job)))
+  save_dirs.check_ids_cache(job.save_dir)
+  if with_corpus_info:  # never onto an input, even with --overwrite
+    save_dirs.check_free(job.save_dir, [os.path.join(
+        job.save_dir, save_dirs.CORPUS_INFO)], job.overwrite,
+                         [r.path for r in job.unique_ranges()])
+  save_dirs.check_passes_free(job.save_dir, [
+      (record_path(job, t, p), record_info_path(job.tfrecord_dir, job.split,
+                                                t, p, job.cfg))
+      for t in tasks for p in job.pass_ids], job.overwrite)
 
 
 _TOKENIZERS: Dict[Tuple[str, bool], SentencePieceTokenizer] = {}
@@ -301,6 +309,8 @@ def build_task_pass(job: BuildJob, task: int, pass_id: int,
                                job.cfg)
   old = already_built(info_path, extra, job.seed, job.cfg)
   if old is not None:
+    if job.overwrite:  # kept, but perhaps not yet in the ledger
+      save_dirs.record([record_path(job, task, pass_id), info_path])
     return old, False
   prepare_cache_dir(job.tfrecord_dir)
   if sum(ids_cache.num_pieces(p) for _, p in inputs) == 0:
@@ -317,6 +327,7 @@ def build_task_pass(job: BuildJob, task: int, pass_id: int,
                         _start_table(job), job.tfrecord_dir, job.split, task,
                         pass_id, job.seed, extra, job.max_batches,
                         release=stream.release, count=count)
+  save_dirs.record([record_path(job, task, pass_id), info_path])
   return info, True
 
 
@@ -332,8 +343,14 @@ def corpus_info(job: BuildJob) -> dict:
 
 
 def write_corpus_info(job: BuildJob) -> str:
-  path = os.path.join(job.save_dir, "corpus_info.json")
-  write_json(path, corpus_info(job))
+  """Writes `corpus_info.json` (its passes: the job's and those it listed
+  already) and records it in save_dir's ledger."""
+  info = corpus_info(job)
+  info["pass_ids"] = save_dirs.merged_pass_ids(
+      job.save_dir, save_dirs.build_settings(info), job.pass_ids)
+  path = os.path.join(job.save_dir, save_dirs.CORPUS_INFO)
+  write_json(path, info)
+  save_dirs.record([path], lock=False)  # its one writer
   return path
 
 
@@ -344,21 +361,23 @@ def build_task(job: BuildJob, task: int) -> List[dict]:
   if not 0 <= task < job.num_task:
     raise DataError(f"task ({task}) must be in [0, num_task="
                     f"{job.num_task})")
-  prepare_cache_dir(job.tfrecord_dir)
-  os.makedirs(job.cache_dir, exist_ok=True)
+  check_job(job, [task], with_corpus_info=task == 0)
   progress = Progress("input lines", unit="lines")
 
   def count(name: str, n: int) -> None:
     if name == "lines":
       progress.update(n)
 
-  inputs = [range_ids(job, r, count) for r in job.tasks[task]]
-  progress.finish()
   infos = []
-  for pass_id in job.pass_ids:
-    info, built = build_task_pass(job, task, pass_id, inputs)
-    if built:
-      infos.append(info)
-  if task == 0:
-    write_corpus_info(job)
+  with save_dirs.made_dirs(job.save_dir):
+    prepare_cache_dir(job.tfrecord_dir)
+    os.makedirs(job.cache_dir, exist_ok=True)
+    inputs = [range_ids(job, r, count) for r in job.tasks[task]]
+    progress.finish()
+    for pass_id in job.pass_ids:
+      info, built = build_task_pass(job, task, pass_id, inputs)
+      if built:
+        infos.append(info)
+    if task == 0:
+      write_corpus_info(job)
   return infos

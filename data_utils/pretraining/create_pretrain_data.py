@@ -29,22 +29,32 @@ the same settings whose records all read back, and builds any other again.
 Same inputs, seed and split, same bytes (records, record-infos and
 `corpus_info.json`), whoever builds them. The record schema is documented
 in `data_utils/pretraining/examples.py`.
+
+Nothing of the user's is replaced: a save_dir holds one build, and a file
+this run would write that is already there is replaced only when the output
+ledger lists it as written by xlnet-tf and unchanged since, or with
+`--overwrite` (`save_dir.py`). Inputs are regular files (a FIFO or a device
+is refused up front) read a line of at most 1 MiB at a time; a longer line,
+a NUL byte or a byte that is not UTF-8 stops the build with one line naming
+the file and line. Every such refusal is one line and exit code 2.
 """
 
 from __future__ import annotations
 
 import glob
+import math
 from typing import List, Optional, Sequence
 
-from absl import app, flags, logging
+from absl import flags, logging
 
 from data_utils import beam_jobs
-from data_utils.errors import UsageError, check_positive, run_main
+from data_utils.errors import UsageError, check_positive, run_app, run_main
 from data_utils.pretraining import beam_pipeline
 from data_utils.pretraining.builder import (RECORD_FORMAT, build_pass,
                                             build_task, format_name,
                                             prepare_job, record_info_path)
 from data_utils.pretraining.examples import PretrainDataConfig
+from data_utils.pretraining.task_split import check_input_files
 
 __all__ = ["RECORD_FORMAT", "build_pass", "create_pretrain_data",
            "format_name", "record_info_path"]
@@ -56,24 +66,27 @@ def create_pretrain_data(input_paths: Sequence[str], cfg: PretrainDataConfig,
                          task: int = 0, num_task: int = 1,
                          pass_ids: Sequence[int] = (0,), seed: int = 0,
                          max_batches: int = 0,
-                         task_size_mb: Optional[float] = None) -> List[dict]:
+                         task_size_mb: Optional[float] = None,
+                         overwrite: bool = False) -> List[dict]:
   """Builds the passes of one task; returns the record-infos of the passes
   it built (a pass already built is kept and not returned).
 
   The tasks are `task_split.plan_tasks(input_paths, num_task,
   task_size_mb)`. Each pass shuffles the task's input ranges, redraws A/B
   splits, spans and permutations (all from `seed`, task and pass: the
-  output is deterministic).
+  output is deterministic). `overwrite`: replace a file at one of the
+  build's names that the output ledger does not list as ours.
   """
   job = prepare_job(input_paths, cfg, save_dir, sp_path, from_raw_text,
                     split, num_task, task_size_mb, pass_ids, seed,
-                    max_batches)
+                    max_batches, overwrite)
   return build_task(job, task)
 
 
-def main(argv):
-  del argv
-  f = flags.FLAGS
+def build_from_flags(f) -> None:
+  """The command line's work: `f` holds the flag values (absl's FLAGS, or
+  any object with the same attributes). Every flag and input is checked
+  before any work (one-line UserError)."""
   cfg = PretrainDataConfig(
       seq_len=f.seq_len, reuse_len=f.reuse_len, bsz_per_host=f.bsz_per_host,
       num_core_per_host=f.num_core_per_host, bi_data=f.bi_data,
@@ -82,36 +95,41 @@ def main(argv):
       perm_size=f.perm_size if f.perm_size else f.reuse_len,
       uncased=f.uncased, use_eod=f.use_eod,
       original_ngram_count=f.original_ngram_count)
+  check_positive(f.num_passes, "num_passes")
+  check_positive(f.pass_id, "pass_id", minimum=0)
+  check_positive(f.max_batches, "max_batches", minimum=0)
+  if not (f.task_size_mb >= 0 and math.isfinite(f.task_size_mb)):
+    raise UsageError(f"--task_size_mb={f.task_size_mb}: must be a positive, "
+                     "finite number of MiB (or 0: one task per file, "
+                     "--num_task)")
+  if f.runner and f.task:
+    raise UsageError(f"--task={f.task}: with --runner every task is "
+                     "built in one pipeline; leave --task out")
+  options = beam_jobs.check_options(f.runner, f.pipeline_options)
+  paths = sorted(glob.glob(f.input_glob))
+  if not paths:
+    raise UsageError(f"--input_glob={f.input_glob}: matches no file")
+  check_input_files(paths, f"input_glob={f.input_glob}")
+  job = prepare_job(
+      paths, cfg, f.save_dir, f.sp_path, from_raw_text=f.from_raw_text,
+      split=f.split, num_task=f.num_task,
+      task_size_mb=f.task_size_mb or None,
+      pass_ids=list(range(f.pass_id, f.pass_id + f.num_passes)),
+      seed=f.seed, max_batches=f.max_batches, overwrite=f.overwrite)
+  logging.info("%d input file(s) make %d task(s) (%s)", len(paths),
+               job.num_task, job.split_by)
+  if options is not None:
+    beam_pipeline.run(job, options)
+    return
+  for info in build_task(job, f.task):
+    logging.info("wrote %s: %d batches, %d examples", info["filenames"][0],
+                 info["num_batch"], info["num_example"])
 
-  def body():
-    check_positive(f.num_passes, "num_passes")
-    check_positive(f.pass_id, "pass_id", minimum=0)
-    check_positive(f.max_batches, "max_batches", minimum=0)
-    if f.task_size_mb < 0:
-      raise UsageError(f"--task_size_mb={f.task_size_mb}: must be positive "
-                       "(or 0: one task per file, --num_task)")
-    if f.runner and f.task:
-      raise UsageError(f"--task={f.task}: with --runner every task is "
-                       "built in one pipeline; leave --task out")
-    options = beam_jobs.check_options(f.runner, f.pipeline_options)
-    paths = sorted(glob.glob(f.input_glob))
-    if not paths:
-      raise UsageError(f"--input_glob={f.input_glob}: matches no file")
-    job = prepare_job(
-        paths, cfg, f.save_dir, f.sp_path, from_raw_text=f.from_raw_text,
-        split=f.split, num_task=f.num_task,
-        task_size_mb=f.task_size_mb or None,
-        pass_ids=list(range(f.pass_id, f.pass_id + f.num_passes)),
-        seed=f.seed, max_batches=f.max_batches)
-    logging.info("%d input file(s) make %d task(s) (%s)", len(paths),
-                 job.num_task, job.split_by)
-    if options is not None:
-      beam_pipeline.run(job, options)
-      return
-    for info in build_task(job, f.task):
-      logging.info("wrote %s: %d batches, %d examples", info["filenames"][0],
-                   info["num_batch"], info["num_example"])
-  return run_main("create_pretrain_data", body)
+
+def main(argv):
+  del argv
+  return run_main("create_pretrain_data",
+                  lambda: build_from_flags(flags.FLAGS))
 
 
 # name: (default, help); the flag's type is the default's (None: a string).
@@ -147,6 +165,9 @@ _FLAGS = {
     "original_ngram_count": (False, "Reproduce the original's span sizing, "
                              "which counts sub-word pieces instead of "
                              "words."),
+    "overwrite": (False, "Replace a file at one of the build's names in "
+                  "save_dir that xlnet-tf did not write (or that was changed "
+                  "since); without it such a file stops the build."),
 }
 
 
@@ -166,4 +187,4 @@ def define_flags():
 
 if __name__ == "__main__":
   define_flags()
-  app.run(main)
+  run_app("create_pretrain_data", main)

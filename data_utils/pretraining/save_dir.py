@@ -1,0 +1,245 @@
+"""What a record build may write in `--save_dir` (the names), checked
+before any work, and the output ledger of what it wrote.
+
+  corpus_info.json    the build as a whole (settings, split, tasks, passes)
+  tfrecords/          per (task, pass): a TFRecord file and its record-info
+  ids_cache/          the tokenized input ranges (`ids_cache.py`)
+
+**One build per save_dir.** Every record-info and `corpus_info.json` there
+must share this run's settings (`build_settings`: the record config, split,
+seed, model, task split, max_batches); another build is refused with one
+line naming the setting, so `corpus_info.json` always describes every
+record beside it. More passes of the same build, or another of its tasks,
+is the same build. The input's contents are not a setting: an edited
+corpus rebuilds the passes it changes, in place.
+
+**The ledger** is `data_utils/outputs.py`'s, one per folder: the records,
+record-infos and `corpus_info.json` that this project wrote, with their
+sha256. A file this run would write that is already there is replaced only
+when its folder's ledger lists it with its current bytes, or with
+`--overwrite`; else one-line UsageError before any work (`check_free`).
+A listed records file that no longer reads back whole (cut short, a flipped
+byte) is ours too, to build again, as the reader's message asks.
+
+Who writes the ledgers, when units run in parallel (Beam workers, or the
+plain CLI's one process per task into one save_dir): each (task, pass)
+records its two files right after writing them, holding the lock of the
+tfrecords/ ledger (`record_outputs(lock=True)`), so no writer loses
+another's entries. `corpus_info.json` has one writer (task 0, or Beam's
+last step), which records it in save_dir's ledger without a lock (a
+duplicated last step writes the same entry). A ledger holds names and
+sha256 only, so it too is the same bytes whoever builds. A pass kept from
+an earlier run is recorded again only with `--overwrite` (a build from
+before the ledger). A unit killed between its rename and its record leaves
+a file that the re-run names (then pass --overwrite); any failure before
+the rename leaves the old state.
+
+**The ids cache** is not in a ledger: `ids_cache/` is a folder of the
+builder's own (anything else in it is refused), whose files are named by a
+hash of what they hold and never written over (one that exists is reused).
+Recording them would add a locked ledger write per input range for files
+that cannot clobber anything; owning the folder whole keeps "delete
+ids_cache/ once the records are built" (README) safe.
+
+A failed run removes the folders it made and left empty (`made_dirs`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import json
+import os
+import re
+from typing import Dict, Iterable, Optional, Sequence, Tuple
+
+from data_utils.atomic import TEMP_PREFIX
+from data_utils.errors import UsageError
+from data_utils.outputs import (check_outputs, file_sha256, read_ledger,
+                                record_outputs)
+from data_utils.pretraining.examples import PretrainDataConfig
+from data_utils.records import record_problem
+
+CORPUS_INFO = "corpus_info.json"
+TFRECORDS = "tfrecords"
+IDS_CACHE = "ids_cache"
+_FORMAT_PREFIX = "xlnet-tf/pretrain/"
+# What every file of one build shares besides "config" (the reader's
+# `_BUILD_KEYS`, and the split and max_batches that corpus_info.json holds).
+_BUILD_KEYS = ("format", "split", "seed", "sp_sha256", "vocab_size",
+               "from_raw_text", "num_task", "task_split", "max_batches")
+_CACHE_FILE = re.compile(r"^[0-9a-f]{32}\.ids$")
+
+
+def format_name(prefix: str, cfg: PretrainDataConfig, suffix: str) -> str:
+  """File name carrying the settings, like the original's `format_filename`
+  (plus the permutation size and the n-gram counting mode).
+
+  Example:
+    >>> format_name("train-0-0", PretrainDataConfig(), "tfrecords")
+    'train-0-0.bsz-32.seqlen-512.reuse-256.bi.alpha-6.beta-1.fnp-85.perm-256.tfrecords'
+  """
+  parts = [prefix, f"bsz-{cfg.bsz_per_host}", f"seqlen-{cfg.seq_len}",
+           f"reuse-{cfg.reuse_len}"]
+  if cfg.uncased:
+    parts.append("uncased")
+  parts += ["bi" if cfg.bi_data else "uni", f"alpha-{cfg.mask_alpha}",
+            f"beta-{cfg.mask_beta}", f"fnp-{cfg.num_predict}",
+            f"perm-{cfg.perm_size}"]
+  if cfg.original_ngram_count:
+    parts.append("piececount")
+  return ".".join(parts + [suffix])
+
+
+def record_info_path(tfrecord_dir: str, split: str, task: int, pass_id: int,
+                     cfg: PretrainDataConfig) -> str:
+  return os.path.join(tfrecord_dir, format_name(
+      f"record_info-{split}-{task}-{pass_id}", cfg, "json"))
+
+
+def build_settings(info: dict) -> Dict[str, object]:
+  """The settings of the build a record-info or `corpus_info.json` belongs
+  to: every config field (by name), then `_BUILD_KEYS`."""
+  config = info.get("config")
+  settings = dict(config) if isinstance(config, dict) else {}
+  settings.update((k, info.get(k)) for k in _BUILD_KEYS)
+  return settings
+
+
+def _ours(path: str) -> Optional[dict]:
+  # A file of a record build (any version); anything else is left to the
+  # ledger check (a user's file at our name is refused there).
+  try:
+    with open(path, encoding="utf-8") as f:
+      info = json.load(f)
+  except (OSError, ValueError):
+    return None
+  if isinstance(info, dict) and str(info.get("format", "")).startswith(
+      _FORMAT_PREFIX):
+    return info
+  return None
+
+
+def _shown(value) -> str:
+  return json.dumps(value, sort_keys=True)
+
+
+def check_one_build(save_dir: str, settings: Dict[str, object]) -> None:
+  """A one-line UsageError when `corpus_info.json` or a record-info in
+  `save_dir` belongs to a build with other `settings`."""
+  found = [os.path.join(save_dir, CORPUS_INFO)] + sorted(glob.glob(
+      os.path.join(glob.escape(save_dir), TFRECORDS, "record_info-*.json")))
+  for path in found:
+    info = _ours(path)
+    if info is None:
+      continue
+    theirs = build_settings(info)
+    for key, want in settings.items():
+      if theirs.get(key) != want:
+        raise UsageError(
+            f"--save_dir={save_dir}: holds another build: "
+            f"{os.path.relpath(path, save_dir)} has {key}="
+            f"{_shown(theirs.get(key))}, this run {key}={_shown(want)}; use "
+            f"another --save_dir, or remove the old build ({CORPUS_INFO} and "
+            f"{TFRECORDS}/) first")
+
+
+def check_ids_cache(save_dir: str) -> None:
+  """A one-line UsageError unless `save_dir/ids_cache` is absent or a
+  folder holding only the builder's files (ids files, its temps)."""
+  path = os.path.join(save_dir, IDS_CACHE)
+  if not os.path.lexists(path):
+    return
+  if not os.path.isdir(path):
+    raise UsageError(f"--save_dir={save_dir}: {IDS_CACHE} is not a folder "
+                     "(the builder keeps its ids cache there): move it away")
+  for name in sorted(os.listdir(path)):
+    if not (_CACHE_FILE.match(name) or name.startswith(TEMP_PREFIX)):
+      raise UsageError(
+          f"--save_dir={save_dir}: {IDS_CACHE}/{name} was not written by "
+          f"xlnet-tf; {IDS_CACHE}/ is the builder's own folder (it may be "
+          "deleted once the records are built): move it away")
+
+
+def check_free(save_dir: str, paths: Iterable[str], overwrite: bool,
+               inputs: Sequence[str] = ()) -> None:
+  """A one-line UsageError unless every one of `paths` (below `save_dir`)
+  is absent, or listed in its folder's ledger with its current bytes, or
+  `overwrite`; none may be one of `inputs`."""
+  check_outputs(paths, "save_dir", overwrite, inputs=inputs, value=save_dir)
+
+
+def check_passes_free(save_dir: str, passes: Sequence[Tuple[str, str]],
+                      overwrite: bool) -> None:
+  """`check_free` for the `(records, record-info)` paths of some passes,
+  hashing each existing file once. A records file the ledger lists that no
+  longer reads back whole (cut short, a flipped byte: the reader says
+  "build it again") is ours to build again: its bytes are our records,
+  broken, not a user's work."""
+  ledgers: Dict[str, dict] = {}
+  left = []
+  for records, info in passes:
+    for path in (records, info):
+      folder = os.path.dirname(path)
+      if folder not in ledgers:
+        ledgers[folder] = read_ledger(folder) if os.path.isdir(folder) \
+            else {}
+      entry = ledgers[folder].get(os.path.basename(path))
+      if overwrite or entry is None or not os.path.isfile(path) or \
+          os.path.islink(path):
+        left.append(path)
+      elif entry.get("sha256") != file_sha256(path) and not (
+          path == records and _broken(records, info)):
+        left.append(path)
+  check_free(save_dir, left, overwrite)
+
+
+def _broken(records: str, info: str) -> bool:
+  found = _ours(info)
+  count = found.get("num_example") if found is not None else None
+  return record_problem(records, count if isinstance(count, int)
+                        else None) is not None
+
+
+def record(paths: Sequence[str], lock: bool = True) -> None:
+  """Records `paths` (one folder) in their folder's ledger, under its lock
+  when other units may record in the same folder at the same time."""
+  record_outputs(os.path.dirname(paths[0]),
+                 {os.path.basename(p): file_sha256(p) for p in paths},
+                 lock=lock)
+
+
+def merged_pass_ids(save_dir: str, settings: Dict[str, object],
+                    pass_ids: Sequence[int]) -> list:
+  """This run's passes and those that `corpus_info.json` already lists for
+  the same build: it describes every pass in the folder."""
+  old = _ours(os.path.join(save_dir, CORPUS_INFO))
+  known = old.get("pass_ids") if old is not None else None
+  if not (isinstance(known, list) and build_settings(old) == settings
+          and all(isinstance(p, int) for p in known)):
+    known = []
+  return sorted(set(known) | set(pass_ids))
+
+
+@contextlib.contextmanager
+def made_dirs(save_dir: str):
+  """When the block fails, removes the folders of the build it made and
+  left empty (`save_dir`'s missing parents, `save_dir`, `tfrecords/`,
+  `ids_cache/`): a refused input leaves the disk as it was."""
+  missing = []
+  probe = os.path.abspath(save_dir)
+  while not os.path.lexists(probe):
+    missing.insert(0, probe)
+    probe = os.path.dirname(probe)
+  missing += [p for p in (os.path.join(save_dir, TFRECORDS),
+                          os.path.join(save_dir, IDS_CACHE))
+              if not os.path.lexists(p)]
+  try:
+    yield
+  except BaseException:
+    for path in reversed(missing):
+      try:
+        os.rmdir(path)  # only an empty folder goes
+      except OSError:
+        pass
+    raise
