@@ -88,17 +88,21 @@ def _not_regular(path: str, mode: int) -> Optional[str]:
   return f"{kind}, not a regular file"
 
 
-def file_problem(path: str) -> Optional[str]:
-  """Why `path` cannot be read as a UTF-8 text file, in one line without
-  the path (None: it can be). Anything but a regular file is refused
-  without being opened (opening a FIFO waits for a writer); a UTF-16 or
-  UTF-32 file is named with the command that converts it."""
+def file_problem(path: str, text: bool = True) -> Optional[str]:
+  """Why `path` cannot be read as a UTF-8 text file (with `text=False`: as
+  a file at all), in one line without the path (None: it can be). Anything
+  but a regular file is refused without being opened (opening a FIFO waits
+  for a writer); a UTF-16 or UTF-32 file is named with the command that
+  converts it."""
   try:
     mode = os.stat(path).st_mode
+  except FileNotFoundError:
+    return "does not exist" + (" (a broken link?)" if os.path.islink(path)
+                               else "")
   except OSError as e:
     return f"cannot read ({e.strerror or e})"
   problem = _not_regular(path, mode)
-  if problem:
+  if problem or not text:
     return problem
   try:
     with open(path, "rb") as f:

@@ -305,7 +305,7 @@ def test_only_regular_files_are_read_and_none_is_opened(tmp_path):
   broken = tmp_path / "gone.txt"
   broken.symlink_to(tmp_path / "nowhere")
   assert _refused(input_files, str(broken)) == (
-      f"{broken}: cannot read (No such file or directory)")
+      f"{broken}: does not exist (a broken link?)")
   assert input_files(f"{tmp_path}/a.*") == [good]
 
 

@@ -261,28 +261,37 @@ def test_inputs_that_are_not_regular_files_are_refused_up_front(corpus,
   broken.symlink_to(tmp_path / "nowhere")
   save = tmp_path / "proc"
   sp = corpus["sp"]
-  for path, why in [(fifo, "is not a regular file (a FIFO)"),
-                    (folder, "is not a regular file (a directory)"),
-                    ("/dev/null", "is not a regular file (a character "
-                                  "device)"),
+  for path, why in [(fifo, "a named pipe (FIFO), not a regular file"),
+                    (folder, f"a directory, not a file (name its files, "
+                             f"e.g. {folder}/*)"),
+                    ("/dev/null", "a character device, not a regular file"),
                     (broken, "does not exist (a broken link?)")]:
     assert _cli_line(input_glob=str(path), sp_path=sp,
                      save_dir=str(save)) == (2, (
-                         f"create_pretrain_data: --input_glob={path}: {path} "
+                         f"create_pretrain_data: --input_glob={path}: {path}: "
                          f"{why}\n"))
   # a glob names the first file it matches that is refused
   pattern = f"{tmp_path}/*.txt"
   assert _cli_line(input_glob=pattern, sp_path=sp, save_dir=str(save)) == (
-      2, f"create_pretrain_data: --input_glob={pattern}: {folder} is not a "
-      "regular file (a directory)\n")
+      2, f"create_pretrain_data: --input_glob={pattern}: {folder}: a "
+      f"directory, not a file (name its files, e.g. {folder}/*)\n")
   # the library call, and the model
   assert _refused(lambda: create_pretrain_data(
       [corpus["paths"][0], str(fifo)], CFG, str(save), sp)) == (
-          f"{fifo} is not a regular file (a FIFO)")
+          f"{fifo}: a named pipe (FIFO), not a regular file")
   assert _cli_line(input_glob=corpus["paths"][0], sp_path=str(fifo),
                    save_dir=str(save)) == (2, (
-                       f"create_pretrain_data: --sp_path={fifo}: {fifo} is "
-                       "not a regular file (a FIFO)\n"))
+                       f"create_pretrain_data: --sp_path={fifo}: {fifo}: a "
+                       "named pipe (FIFO), not a regular file\n"))
+  # A UTF-16 corpus is named as such (not as NUL bytes at line 1).
+  utf16 = tmp_path / "u16" / "corpus.txt"
+  utf16.parent.mkdir()
+  utf16.write_bytes("One sentence.\n".encode("utf-16"))
+  assert _cli_line(input_glob=str(utf16), sp_path=sp,
+                   save_dir=str(save)) == (2, (
+                       f"create_pretrain_data: --input_glob={utf16}: {utf16}: "
+                       "UTF-16 text (a byte-order mark); convert it to UTF-8, "
+                       "e.g. iconv -f UTF-16 -t UTF-8\n"))
   assert not save.exists()
 
 

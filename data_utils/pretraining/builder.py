@@ -113,7 +113,8 @@ def prepare_job(input_paths: Sequence[str], cfg: PretrainDataConfig,
   if not sp_path:
     raise DataError("--sp_path is required (span sampling needs the pieces)")
   if os.path.exists(sp_path):  # a missing one: the tokenizer's own line
-    task_split.check_input_files([sp_path], f"sp_path={sp_path}")
+    task_split.check_input_files([sp_path], f"sp_path={sp_path}",
+                                  text=False)
   task_split.check_input_files(input_paths)
   vocab = SentencePieceTokenizer(sp_path, lower=cfg.uncased)
   tasks = task_split.plan_tasks(input_paths, num_task, task_size_mb)

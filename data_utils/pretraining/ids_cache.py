@@ -29,15 +29,12 @@ from data_utils.atomic import atomic_path
 from data_utils.pretraining import examples
 from data_utils.pretraining.examples import DataError
 from data_utils.pretraining.task_split import InputRange
+from data_utils.text_files import MAX_LINE_BYTES, BadLine, decode_line
 
 CACHE_FORMAT = "xlnet-tf/ids/v1"
 _SENT_BIT = np.uint32(1 << 31)
 # Pieces per write: bounds the memory a shard's tokenization holds.
 _FLUSH_PIECES = 1 << 20
-# The longest input line read (bytes, newline included). A sentence or
-# paragraph is far shorter; a longer "line" is a file that is not text of
-# lines (a dump with no newline), which would otherwise be held whole.
-MAX_LINE_BYTES = 1 << 20
 _READ_BUFFER = 1 << 20
 
 
@@ -80,24 +77,17 @@ def _line_number(path: str, offset: int) -> int:
 
 def _decoded(path: str, line_no: int, raw: bytes) -> str:
   """One line's bytes as text; a bad byte or a NUL is a one-line DataError
-  naming the file and line (the words of `errors.text_problem`)."""
-  try:
-    text = raw.decode("utf-8")
-  except UnicodeDecodeError as e:
-    column = len(raw[:e.start].decode("utf-8")) + 1
-    raise DataError(f"{path}:{line_no}: not UTF-8 text (byte "
-                    f"0x{raw[e.start]:02x} at column {column})") from None
-  if "\0" in text:
-    raise DataError(f"{path}:{line_no}: NUL byte at column "
-                    f"{text.index(chr(0)) + 1} (a binary file, not text)")
+  naming the file and line."""
+  text = decode_line(raw)
+  if isinstance(text, BadLine):
+    raise DataError(f"{path}:{line_no}: {text.reason}")
   return text
 
 
 def _too_long(path: str, line_no: int, raw: bytes) -> DataError:
   if b"\0" in raw:  # a binary file is named as one, not as a long line
-    head = raw[:raw.index(b"\0")].decode("utf-8", "replace")
-    return DataError(f"{path}:{line_no}: NUL byte at column {len(head) + 1}"
-                     " (a binary file, not text)")
+    reason = decode_line(raw[:raw.index(b"\0") + 1]).reason
+    return DataError(f"{path}:{line_no}: {reason}")
   return DataError(f"{path}:{line_no}: line longer than {MAX_LINE_BYTES} "
                    "bytes (1 MiB, the longest line the builder reads; the "
                    "input is one sentence or paragraph per line)")

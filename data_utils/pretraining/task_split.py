@@ -23,10 +23,10 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import stat
 from typing import List, Optional, Sequence
 
 from data_utils.errors import UsageError
+from data_utils.text_files import file_problem
 
 MIB = 1 << 20
 # The most bytes read at once while looking for a document end.
@@ -89,41 +89,18 @@ def next_document_end(path: str, at: int) -> Optional[int]:
         starting, blank = True, True
 
 
-_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
-          (stat.S_ISCHR, "a character device"),
-          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
-
-
-def file_problem(path: str) -> Optional[str]:
-  """Why `path` cannot be read as an input file (`is not a regular file (a
-  FIFO)`, ...), or None. Only a regular file is read: a FIFO or a device
-  would block the reader or never end, and a folder is no text.
-
-    >>> file_problem("/")
-    'is not a regular file (a directory)'
-  """
-  try:
-    mode = os.stat(path).st_mode
-  except FileNotFoundError:
-    return "does not exist (a broken link?)"
-  if not stat.S_ISREG(mode):
-    kind = next((k for test, k in _KINDS if test(mode)), "not a file")
-    return f"is not a regular file ({kind})"
-  if not os.access(path, os.R_OK):
-    return "is not readable"
-  return None
-
-
-def check_input_files(paths: Sequence[str], flag: Optional[str] = None
-                      ) -> None:
-  """A one-line UsageError naming the first of `paths` that `file_problem`
-  refuses: `--input_glob=<glob>: <path> is not a regular file (a FIFO)`
-  (`flag`: `input_glob=<glob>`, or None for a list of paths)."""
+def check_input_files(paths: Sequence[str], flag: Optional[str] = None,
+                      text: bool = True) -> None:
+  """A one-line UsageError naming the first of `paths` that
+  `text_files.file_problem` refuses (`text=False`: a model, not text):
+  `--input_glob=<glob>: <path>: a named pipe (FIFO), not a regular file`
+  (`flag`: `input_glob=<glob>`, or None for a list of paths). A FIFO or a
+  device would block the reader or never end."""
   for path in paths:
-    problem = file_problem(path)
+    problem = file_problem(path, text)
     if problem:
       where = f"--{flag}: " if flag else ""
-      raise UsageError(f"{where}{path} {problem}")
+      raise UsageError(f"{where}{path}: {problem}")
 
 
 def split_by_files(paths: Sequence[str], num_task: int
