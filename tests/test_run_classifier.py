@@ -339,23 +339,38 @@ def test_run_classifier_regression_predictions():
   assert all(re.fullmatch(r"\d+\t-?\d+\.\d{3}", r) for r in rows)
 
 
-def test_run_classifier_bad_input_is_one_line(shared, tmp_path):
-  res = _run(["--task_name=nope", f"--data_dir={tmp_path}",
+# The two refusals below are early runs (see conftest).
+def bad_task_run(tmp_path):
+  shared = shared_dir()
+  return _run(["--task_name=nope", f"--data_dir={tmp_path}",
               f"--model_config_path={_config_file(tmp_path)}",
               f"--spiece_model_file={spiece_path(shared)}",
               f"--output_dir={tmp_path}/d", f"--model_dir={tmp_path}/m",
               "--do_train"])
+
+
+@pytest.mark.early("bad_task_run")
+@pytest.mark.usefixtures("shared")
+def test_run_classifier_bad_input_is_one_line():
+  res = early_result(bad_task_run)
   assert res.returncode == 2 and "Traceback" not in res.stderr
   assert res.stderr.strip().splitlines()[-1].startswith(
       "run_classifier: unknown task 'nope'; known: ")
 
 
-def test_run_classifier_two_sixteen_bit_flags_is_one_line(shared, tmp_path):
-  res = _run(["--task_name=rte", f"--data_dir={shared}/data/glue/RTE",
+def two_sixteen_bit_run(tmp_path):
+  shared = shared_dir()
+  return _run(["--task_name=rte", f"--data_dir={shared}/data/glue/RTE",
               f"--model_config_path={_config_file(tmp_path)}",
               f"--spiece_model_file={spiece_path(shared)}",
               f"--output_dir={tmp_path}/d", f"--model_dir={tmp_path}/m",
               "--do_train", "--use_bfloat16", "--use_float16"])
+
+
+@pytest.mark.early("two_sixteen_bit_run")
+@pytest.mark.usefixtures("shared")
+def test_run_classifier_two_sixteen_bit_flags_is_one_line():
+  res = early_result(two_sixteen_bit_run)
   assert res.returncode == 2 and "Traceback" not in res.stderr
   assert res.stderr.strip().splitlines()[-1] == (
       "run_classifier: RunOptions: 'use_bfloat16' and 'use_float16' exclude "

@@ -13,7 +13,7 @@ import xlnet_tf as xt
 from data_utils.ner.reader import read_ner
 from tests.conlleval_reference import score_file
 from conftest import (early_result, event_scalars, run, shared_dir,
-                      spiece_path, start, tree_digest)
+                      spiece_path, tree_digest)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Every test reads the trained model, whose run begins with the session.
@@ -184,12 +184,34 @@ def test_export_answers_raw_text_from_a_fresh_process(trained):
         [(e["type"], e["start"], e["end"]) for e in row["entities"]]
 
 
+# The runs below, after training, are early runs too (see conftest): they
+# begin when ner_training's has ended.
+def _predict_command(trained, predict_file, predict_dir, *extra):
+  return [sys.executable, "run_ner.py"] + [
+      a for a in trained["args"] if not a.startswith("--predict_file")] + [
+          f"--predict_file={predict_file}", "--do_predict",
+          f"--predict_dir={predict_dir}", *extra]
+
+
+def ner_predict_only(unused):
+  """Runs with --do_predict alone: on eng.testa, and on the unseen file's
+  first 80 sentences' words as untagged JSONL (into the training's
+  folder)."""
+  del unused
+  tmp, args, unseen, _ = early_result(ner_training)
+  trained = {"args": args}
+  testa = os.path.join(shared_dir(), "data", "conll2003", "eng.testa")
+  with open(tmp / "words.jsonl", "w", encoding="utf-8") as f:
+    for s in read_ner(unseen).sentences[:80]:
+      f.write(json.dumps({"tokens": s.words}) + "\n")
+  return (run(_predict_command(trained, testa, tmp / "again")),
+          run(_predict_command(trained, tmp / "words.jsonl", tmp / "words")))
+
+
+@pytest.mark.early("ner_predict_only")
 def test_predict_only_run_reads_the_saved_labels(trained):
   tmp = trained["tmp"]
-  res = _run([a for a in trained["args"]
-              if not a.startswith("--predict_file")]
-             + [f"--predict_file={trained['testa']}", "--do_predict",
-                f"--predict_dir={tmp}/again"])
+  res = early_result(ner_predict_only)[0]
   assert res.returncode == 0, res.stderr[-3000:]
   with open(tmp / "again" / "eng.testa.results.json") as f:
     again = json.load(f)
@@ -199,16 +221,10 @@ def test_predict_only_run_reads_the_saved_labels(trained):
   assert again["per_type"] == evaluated["per_type"]
 
 
+@pytest.mark.early("ner_predict_only")
 def test_predict_untagged_jsonl(trained):
   tmp = trained["tmp"]
-  unseen = read_ner(trained["unseen"])
-  with open(tmp / "words.jsonl", "w", encoding="utf-8") as f:
-    for s in unseen.sentences[:80]:
-      f.write(json.dumps({"tokens": s.words}) + "\n")
-  res = _run([a for a in trained["args"]
-              if not a.startswith("--predict_file")]
-             + [f"--predict_file={tmp}/words.jsonl", "--do_predict",
-                f"--predict_dir={tmp}/words"])
+  res = early_result(ner_predict_only)[1]
   assert res.returncode == 0, res.stderr[-3000:]
   assert sorted(os.listdir(tmp / "words")) == [
       ".xlnet_tf_outputs.json", "words.jsonl.predictions.conll",
@@ -230,82 +246,99 @@ def test_predict_untagged_jsonl(trained):
   assert len(rows) == 80 and all("gold" not in r for r in rows)
 
 
-def test_errors_are_one_line(trained, tmp_path):
-  base = [a for a in trained["args"] if not a.startswith(
+def ner_refusals(tmp_path):
+  """Four runs with something wrong: their folder and results."""
+  _, args, _, _ = early_result(ner_training)
+  base = [a for a in args if not a.startswith(
       ("--train_file", "--model_dir"))]
   bad = tmp_path / "bad.txt"
   bad.write_text("EU B-ORG\nrejects O\nGerman X-MISC\n")
   # A training file whose tags are all O names itself.
   plain = tmp_path / "plain.txt"
   plain.write_text("EU O\nrejects O\n\nGerman O\n")
-  runs = [start([sys.executable, "run_ner.py", *args]) for args in (
+  return tmp_path, [run([sys.executable, "run_ner.py", *a]) for a in (
       base + [f"--train_file={bad}", f"--model_dir={tmp_path}/m",
               "--do_train"],
       base + [f"--model_dir={tmp_path}/m2", "--do_predict"],
-      trained["args"] + ["--do_eval", "--label_list=PER,LOC"],
+      args + ["--do_eval", "--label_list=PER,LOC"],
       base + [f"--train_file={plain}", f"--model_dir={tmp_path}/m3",
               "--do_train"])]
-  res = runs[0].result()
+
+
+@pytest.mark.early("ner_refusals")
+@pytest.mark.usefixtures("trained")
+def test_errors_are_one_line():
+  tmp_path, runs = early_result(ner_refusals)
+  bad, plain = tmp_path / "bad.txt", tmp_path / "plain.txt"
+  res = runs[0]
   assert res.returncode == 2
   assert res.stderr.strip().splitlines()[-1] == (
       f"run_ner: {bad}:3: tag X-MISC is not O or B-, I-, E-, S- "
       "followed by a type")
-  res = runs[1].result()
+  res = runs[1]
   assert res.returncode == 2
   assert res.stderr.strip().splitlines()[-1] == (
       "run_ner: no labels: pass --label_list or --do_train, or use a "
       "--model_dir holding ner_labels.json")
-  res = runs[2].result()
+  res = runs[2]
   assert res.returncode == 2
   assert "was trained with labels" in res.stderr.strip().splitlines()[-1]
-  res = runs[3].result()
+  res = runs[3]
   assert res.returncode == 2
   assert res.stderr.strip().splitlines()[-1] == (
       f"run_ner: {plain}: labels ['O']: no entity type to learn")
 
 
-def _predict_command(trained, predict_file, predict_dir, *extra):
-  return [sys.executable, "run_ner.py"] + [
-      a for a in trained["args"] if not a.startswith("--predict_file")] + [
-          f"--predict_file={predict_file}", "--do_predict",
-          f"--predict_dir={predict_dir}", *extra]
-
-
-def _predict(trained, predict_file, predict_dir, *extra):
-  return run(_predict_command(trained, predict_file, predict_dir, *extra))
-
-
-def test_predictions_never_replace_a_users_file(trained, tmp_path):
-  """Two inputs with the same stem predicted into their own folder: each
-  keeps its whole name, the inputs and the user's files stay as they were,
-  and a user's file where an output would go stops the run first."""
+def ner_never_replace(tmp_path):
+  """The predictions of the test below, step by step; what it checks, as
+  it was after each step."""
+  _, args, _, _ = early_result(ner_training)
+  trained = {"args": args}
+  source = os.path.join(shared_dir(), "data", "conll2003", "eng.testa")
   folder = tmp_path / "data"
   folder.mkdir()
-  testa = _conll_slice(trained["testa"], folder / "eng.testa", 0, 40)
-  testb = _conll_slice(trained["testa"], folder / "eng.testb", 40, 30)
+  testa = _conll_slice(source, folder / "eng.testa", 0, 40)
+  testb = _conll_slice(source, folder / "eng.testb", 40, 30)
   # What the old naming (the input cut at its first dot) wrote over.
   for name in ("eng.conll", "eng.jsonl", "eng.results.json"):
     (folder / name).write_text(f"the user's {name}\n")
   (folder / "eng.testb.predictions.jsonl").write_text("the user's notes\n")
-  users = tree_digest(folder)
+  out = {"tmp": tmp_path, "folder": folder, "testa": testa, "testb": testb,
+         "users": tree_digest(folder)}
+  out["first"] = run(_predict_command(trained, testa, folder))
+  out["refused"] = run(_predict_command(trained, testb, folder))
+  os.rename(folder / "eng.testb.predictions.jsonl", tmp_path / "notes")
+  out["second"] = run(_predict_command(trained, testb, folder))
+  out["after"] = tree_digest(folder)
+  # A --predict_dir that is a file.
+  out["into_file"] = run(_predict_command(trained, testa,
+                                          tmp_path / "notes"))
+  return out
 
-  res = _predict(trained, testa, folder)
+
+@pytest.mark.early("ner_never_replace")
+@pytest.mark.usefixtures("trained")
+def test_predictions_never_replace_a_users_file():
+  """Two inputs with the same stem predicted into their own folder: each
+  keeps its whole name, the inputs and the user's files stay as they were,
+  and a user's file where an output would go stops the run first."""
+  runs = early_result(ner_never_replace)
+  tmp_path, folder = runs["tmp"], runs["folder"]
+  testa, testb, users = runs["testa"], runs["testb"], runs["users"]
+  res = runs["first"]
   assert res.returncode == 0, res.stderr[-3000:]
-  res = _predict(trained, testb, folder)
+  res = runs["refused"]
   assert res.returncode == 2
   assert res.stderr.strip().splitlines()[-1] == (
       f"run_ner: --predict_dir={folder}: eng.testb.predictions.jsonl exists "
       "and was not written by xlnet-tf (or was changed since); move it, or "
       "pass --overwrite to replace it")
   assert "ner inference" not in res.stderr   # refused before any work
-  os.rename(folder / "eng.testb.predictions.jsonl", tmp_path / "notes")
-  # The second input again and, beside it, a --predict_dir that is a file
-  # (checked below).
-  into_file = start(_predict_command(trained, testa, tmp_path / "notes"))
-  res = _predict(trained, testb, folder)
+  # Moved away (to tmp_path/notes): the second input again.
+  res = runs["second"]
   assert res.returncode == 0, res.stderr[-3000:]
 
-  after = tree_digest(folder)
+  after = runs["after"]
   for name, digest in users.items():
     if name != "eng.testb.predictions.jsonl":
       assert after[name] == digest, name
@@ -319,7 +352,7 @@ def test_predictions_never_replace_a_users_file(trained, tmp_path):
       assert json.load(f)["file"] == source
 
   # A --predict_dir that is a file is refused before inference.
-  res = into_file.result()
+  res = runs["into_file"]
   assert res.returncode == 2
   assert res.stderr.strip().splitlines()[-1] == (
       f"run_ner: --predict_dir={tmp_path}/notes: {tmp_path}/notes is a file, "
