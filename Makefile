@@ -17,7 +17,7 @@ check-python:
 $(STAMP): pyproject.toml | check-python
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,hf]'
+	$(PY) -m pip install --quiet -e '.[test,hf,cloud,cloud-test]'
 	@# Where PyPI's torch is the CUDA build (every Python but the 3.11 CPU wheel
 	@# this machine holds), it brings triton, whose own LLVM crashes the process
 	@# beside TensorFlow's when transformers imports it; CPU work needs none.
