@@ -64,19 +64,19 @@ class PretrainDataConfig:
 
   def validate(self) -> None:
     """Raises `DataError` with a one-line reason."""
-    if self.seq_len <= 0 or self.reuse_len < 0:
-      raise DataError(f"seq_len ({self.seq_len}) must be positive and "
-                      f"reuse_len ({self.reuse_len}) non-negative")
+    if self.seq_len <= 0 or self.reuse_len <= 0:
+      raise DataError(f"seq_len ({self.seq_len}) and reuse_len "
+                      f"({self.reuse_len}) must be positive: the stream "
+                      "advances by reuse_len tokens per step")
     if self.reuse_len >= self.seq_len - 3:
       raise DataError(f"reuse_len ({self.reuse_len}) must be < seq_len - 3 "
                       f"({self.seq_len - 3}): A, B, two <sep> and <cls> need "
                       "room")
-    if self.reuse_len == 0:
-      raise DataError("reuse_len must be positive: the stream advances by "
-                      "reuse_len tokens per step")
-    if self.bsz_per_host % self.num_core_per_host:
-      raise DataError(f"bsz_per_host ({self.bsz_per_host}) must be divisible "
-                      f"by num_core_per_host ({self.num_core_per_host})")
+    if min(self.bsz_per_host, self.num_core_per_host) <= 0 or \
+        self.bsz_per_host % self.num_core_per_host:
+      raise DataError(f"bsz_per_host ({self.bsz_per_host}) must be a positive "
+                      f"multiple of num_core_per_host "
+                      f"({self.num_core_per_host} > 0)")
     if self.bi_data and self.bsz_per_host % (2 * self.num_core_per_host):
       raise DataError(f"bi_data needs bsz_per_host ({self.bsz_per_host}) "
                       f"divisible by 2 x num_core_per_host "

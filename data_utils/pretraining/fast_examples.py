@@ -225,6 +225,8 @@ def host_step_records(data: np.ndarray, sent_ids: np.ndarray,
 
   `data [N]` token ids and `sent_ids [N]` as for `examples.host_steps`;
   `is_start [vocab]` bool from `examples.start_piece_table`."""
+  if examples.max_host_steps(len(data), cfg) == 0:
+    return  # no step: skip the per-stream tables (bsz_per_host=10**9: GBs)
   rows, row_ids = examples.stream_layout(data, sent_ids, cfg)
   bsz, seq_len, reuse_len = cfg.bsz_per_host, cfg.seq_len, cfg.reuse_len
   per_core = bsz // cfg.num_core_per_host

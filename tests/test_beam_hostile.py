@@ -1,0 +1,83 @@
+"""The two Beam jobs as a hostile but realistic user meets them (issue 35,
+third round): flags and files that once gave a traceback, a hang or a lost
+file now give one line (`program: what: what is wrong`, exit code 2) or
+the right behaviour. In process: each test calls what the command line
+calls, with its flag values."""
+
+import contextlib
+import io
+import tracemalloc
+import types
+
+import pytest
+
+from data_utils.errors import run_main
+from data_utils.pretraining import create_pretrain_data as records_cli
+from conftest import corpus_slice, spiece_path
+
+
+def _record_flags(corpus, save_dir, **values):
+  """The records command line's flag values: its defaults, small settings,
+  then `values`."""
+  given = {name: default for name, (default, _) in records_cli._FLAGS.items()}
+  given.update(split="train", runner=None, pipeline_options=None,
+               seq_len=32, reuse_len=16, bsz_per_host=4, num_predict=6,
+               perm_size=8, input_glob=corpus["text"], sp_path=corpus["sp"],
+               save_dir=str(save_dir))
+  given.update(values)
+  return types.SimpleNamespace(**given)
+
+
+def _line(program, body):
+  """What a run of `body` under the entry point prints: `(exit code, the
+  stderr lines)`."""
+  err = io.StringIO()
+  with contextlib.redirect_stderr(err):
+    code = run_main(program, body)
+  return code, err.getvalue().splitlines()
+
+
+@pytest.fixture(scope="module")
+def corpus(shared, tmp_path_factory):
+  work = tmp_path_factory.mktemp("hostile")
+  return {"work": work, "text": corpus_slice(shared, work, 200),
+          "sp": spiece_path(shared)}
+
+
+@pytest.mark.parametrize("flag,value,line", [
+    ("bsz_per_host", 0, "bsz_per_host (0) must be a positive multiple of "
+     "num_core_per_host (1 > 0)"),
+    ("bsz_per_host", -4, "bsz_per_host (-4) must be a positive multiple of "
+     "num_core_per_host (1 > 0)"),
+    ("num_core_per_host", 0, "bsz_per_host (4) must be a positive multiple "
+     "of num_core_per_host (0 > 0)"),
+    ("reuse_len", -16, "seq_len (32) and reuse_len (-16) must be positive: "
+     "the stream advances by reuse_len tokens per step")])
+def test_records_zero_or_negative_batch_is_one_line(corpus, flag, value,
+                                                    line):
+  # bsz_per_host=0 once divided by zero after tokenizing (a traceback).
+  save_dir = corpus["work"] / f"zero-{flag}"
+  f = _record_flags(corpus, save_dir, **{flag: value})
+  code, err = _line("create_pretrain_data",
+                    lambda: records_cli.build_from_flags(f))
+  assert (code, err) == (2, [f"create_pretrain_data: {line}"])
+  assert not save_dir.exists()
+
+
+def test_records_huge_batch_is_one_line_in_bounded_memory(corpus):
+  # --bsz_per_host=1000000000 once built per-stream tables for a billion
+  # streams of no tokens (10 GB and rising) before finding no step.
+  save_dir = corpus["work"] / "huge-bsz"
+  f = _record_flags(corpus, save_dir, bsz_per_host=2_000_000)
+  tracemalloc.start()
+  try:
+    code, err = _line("create_pretrain_data",
+                      lambda: records_cli.build_from_flags(f))
+    peak = tracemalloc.get_traced_memory()[1]
+  finally:
+    tracemalloc.stop()
+  assert code == 2 and len(err) == 1, err
+  assert err[0].startswith("create_pretrain_data: no example could be "
+                           "built: ") and "2000000 streams" in err[0], err
+  assert peak < 64 << 20, peak
+  assert not list(save_dir.glob("**/*.tfrecords"))
