@@ -26,7 +26,7 @@ from typing import Callable, Dict, List, Optional
 
 from absl import flags
 
-from data_utils.errors import UsageError, UserError
+from data_utils.errors import UsageError, UserError, describe_os_error
 
 _MARK = "<<xlnet-tf-error>>"
 _MARKED = re.compile(re.escape(_MARK) + "(.*?)" + re.escape(_MARK))
@@ -146,10 +146,12 @@ def _check_values(args: List[str]) -> None:
     raise UsageError(f"--pipeline_options: {message}") from None
 
 
-def marked(e: UserError) -> RuntimeError:
-  """What a unit raises for a user error: Beam wraps it in its own
-  exception, and `run` finds the line again."""
-  return RuntimeError(f"{_MARK}{e}{_MARK}")
+def marked(e: Exception) -> RuntimeError:
+  """What a unit raises for a user error (a `UserError`, or an `OSError`:
+  an input gone since the driver checked it, a full disk): Beam wraps it
+  in its own exception, and `run` finds the line again."""
+  line = describe_os_error(e) if isinstance(e, OSError) else str(e)
+  return RuntimeError(f"{_MARK}{line}{_MARK}")
 
 
 def count(namespace: str) -> Callable[[str, int], None]:

@@ -6,14 +6,21 @@ calls, with its flag values."""
 
 import contextlib
 import io
+import shutil
 import tracemalloc
 import types
 
 import pytest
 
+from data_utils import beam_jobs
 from data_utils.errors import run_main
+from data_utils.pretraining import beam_pipeline, builder
 from data_utils.pretraining import create_pretrain_data as records_cli
+from data_utils.pretraining.examples import DataError, PretrainDataConfig
 from conftest import corpus_slice, spiece_path
+
+CFG = PretrainDataConfig(seq_len=32, reuse_len=16, bsz_per_host=4,
+                         num_predict=6, perm_size=8)
 
 
 def _record_flags(corpus, save_dir, **values):
@@ -81,3 +88,18 @@ def test_records_huge_batch_is_one_line_in_bounded_memory(corpus):
                            "built: ") and "2000000 streams" in err[0], err
   assert peak < 64 << 20, peak
   assert not list(save_dir.glob("**/*.tfrecords"))
+
+
+def test_records_input_gone_on_a_beam_worker_is_one_line(corpus):
+  # A file removed after the driver's checks once failed the Beam build
+  # with a worker's FileNotFoundError traceback; the plain CLI said one line.
+  gone = corpus["work"] / "gone.txt"
+  shutil.copy(corpus["text"], gone)
+  job = builder.prepare_job([str(gone)], CFG, str(corpus["work"] / "gone"),
+                            corpus["sp"])
+  gone.unlink()
+  with pytest.raises(RuntimeError) as e:
+    beam_pipeline.tokenize_unit(tuple(job.tasks[0][0].to_list()), job)
+  with pytest.raises(DataError) as line:
+    beam_jobs._reraise_marked(e.value, DataError)  # as the driver does
+  assert str(line.value) == f"{gone}: No such file or directory"

@@ -44,7 +44,7 @@ def tokenize_unit(r: Tuple[str, int, int], job: BuildJob
   """`(range, (sha256, ids file))` of one input range."""
   try:
     return tuple(r), builder.range_ids(job, InputRange(*r), _count)
-  except UserError as e:
+  except (UserError, OSError) as e:
     raise beam_jobs.marked(e) from None
 
 
@@ -73,7 +73,7 @@ def build_unit(unit: Tuple[int, int], job: BuildJob, ids: dict) -> dict:
   try:
     info, built = builder.build_task_pass(job, task, pass_id, inputs,
                                           _fail_once_hook(task, pass_id))
-  except UserError as e:
+  except (UserError, OSError) as e:
     raise beam_jobs.marked(e) from None
   _count("files_kept", 0 if built else 1)
   return info
