@@ -103,3 +103,28 @@ def test_records_input_gone_on_a_beam_worker_is_one_line(corpus):
   with pytest.raises(DataError) as line:
     beam_jobs._reraise_marked(e.value, DataError)  # as the driver does
   assert str(line.value) == f"{gone}: No such file or directory"
+
+
+@pytest.mark.parametrize("flag,value,line", [
+    # numpy's generator once refused it after tokenizing (a traceback).
+    ("seed", -1, "--seed=-1: must be at least 0"),
+    # Once a list of a billion pass ids before any check (memory).
+    ("num_passes", 10**9, "--num_passes=1000000000: at most 10000 (each "
+     "pass is the whole corpus again)"),
+    # Once five million empty tasks built before saying so.
+    ("num_task", 5 * 10**6, "task 1 of 5000000 has no input file (1 files "
+     "in all)")])
+def test_records_flags_out_of_range_are_one_line_up_front(corpus, flag,
+                                                          value, line):
+  save_dir = corpus["work"] / f"range-{flag}"
+  f = _record_flags(corpus, save_dir, **{flag: value})
+  tracemalloc.start()
+  try:
+    code, err = _line("create_pretrain_data",
+                      lambda: records_cli.build_from_flags(f))
+    peak = tracemalloc.get_traced_memory()[1]
+  finally:
+    tracemalloc.stop()
+  assert (code, err) == (2, [f"create_pretrain_data: {line}"])
+  assert peak < 64 << 20, peak
+  assert not save_dir.exists()

@@ -103,6 +103,7 @@ def prepare_job(input_paths: Sequence[str], cfg: PretrainDataConfig,
   cfg.validate()
   check_writable_dir(save_dir, "save_dir")
   check_positive(max_batches, "max_batches", minimum=0)
+  check_positive(seed, "seed", minimum=0)  # numpy's generators take no sign
   if not pass_ids or min(pass_ids) < 0:
     raise UsageError(f"passes {list(pass_ids)}: need at least one pass, "
                      "each id at least 0 (--num_passes >= 1, --pass_id >= 0)")
@@ -116,13 +117,12 @@ def prepare_job(input_paths: Sequence[str], cfg: PretrainDataConfig,
     task_split.check_input_files([sp_path], f"sp_path={sp_path}",
                                   text=False)
   task_split.check_input_files(input_paths)
+  # Before the split: --num_task=10**9 would build a billion empty tasks.
+  if task_size_mb is None and num_task > len(input_paths):
+    raise DataError(f"task {len(input_paths)} of {num_task} has no input "
+                    f"file ({len(input_paths)} files in all)")
   vocab = SentencePieceTokenizer(sp_path, lower=cfg.uncased)
   tasks = task_split.plan_tasks(input_paths, num_task, task_size_mb)
-  if task_size_mb is None:
-    for t, ranges in enumerate(tasks):
-      if not ranges:
-        raise DataError(f"task {t} of {num_task} has no input file "
-                        f"({len(input_paths)} files in all)")
   if not tasks:
     raise DataError(f"input is empty: {len(input_paths)} file(s) hold no "
                     f"text ({', '.join(sorted(input_paths)[:3])})")

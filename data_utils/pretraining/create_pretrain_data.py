@@ -56,6 +56,8 @@ from data_utils.pretraining.builder import (RECORD_FORMAT, build_pass,
 from data_utils.pretraining.examples import PretrainDataConfig
 from data_utils.pretraining.task_split import check_input_files
 
+MAX_PASSES = 10_000
+
 __all__ = ["RECORD_FORMAT", "build_pass", "create_pretrain_data",
            "format_name", "record_info_path"]
 
@@ -96,6 +98,9 @@ def build_from_flags(f) -> None:
       uncased=f.uncased, use_eod=f.use_eod,
       original_ngram_count=f.original_ngram_count)
   check_positive(f.num_passes, "num_passes")
+  if f.num_passes > MAX_PASSES:  # the pass list is built whole, up front
+    raise UsageError(f"--num_passes={f.num_passes}: at most {MAX_PASSES} "
+                     "(each pass is the whole corpus again)")
   check_positive(f.pass_id, "pass_id", minimum=0)
   check_positive(f.max_batches, "max_batches", minimum=0)
   if not (f.task_size_mb >= 0 and math.isfinite(f.task_size_mb)):
