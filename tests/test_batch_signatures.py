@@ -293,7 +293,7 @@ def test_token_classifier_serve_features_cuts_padding(ner_export, shared,
       "spiece_model": BATCH_SPIECE,
       "spiece_model_sha256": _sha256(spiece_path(shared)), "lower": False,
       "max_seq_length": LENGTH, "signature": "serve_features",
-      "doc_stride": STRIDE, "labels": TAGS}
+      "doc_stride": STRIDE, "document_context": False, "labels": TAGS}
   assert _own_ops_only(path)
 
 

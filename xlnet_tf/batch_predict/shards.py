@@ -144,8 +144,10 @@ def failure_line(output_dir: str, e: BaseException, placing: bool
   (the ledger lists them, so the re-run replaces what is there).
 
   Example:
-    >>> failure_line("/o", OSError(28, "No space left on device"), False)
-    '--output_dir=/o: no space left on device; nothing in it was changed (free some space, then run the same command again)'
+    >>> line = failure_line("/o", OSError(28, "No space left on device"),
+    ...                     False)
+    >>> line[:60]
+    '--output_dir=/o: no space left on device; nothing in it was '
   """
   # atomic_path turns a full disk into a UserError: its cause is kept.
   if is_disk_full(e) or is_disk_full(e.__context__):

@@ -1,9 +1,18 @@
 """Batch prediction with a token-classifier export: a row's words (a raw
 text split as `data_utils.ner.text.words_with_offsets`, or a CoNLL
 sentence) -> the windows `run_ner.py` reads (`align_words`,
-`sentence_windows`, without document context) -> one tag per word from the
-window with the most context for it (`merge_words`) -> entities with
-character offsets.
+`sentence_windows`) -> one tag per word from the window with the most
+context for it (`merge_words`) -> entities with character offsets.
+
+Document context: a model trained with `run_ner.py --document_context`
+(its marker's `batch` entry says `document_context`) reads a CoNLL
+sentence that fits in one window after as many pieces of the preceding
+sentences of its document as fit, as `run_ner.py` does. The read step
+gives each such row those sentences (`with_document_context`: it reads a
+file's rows in order, so rows need not meet again on one worker); a raw
+text has no document and is read alone, as a document's first sentence
+is. An export whose marker does not say (made before it was recorded) is
+refused: read without context it would give other tags, with no word.
 
 A row: `words`, `starts`, `ends` (character offsets into `text`, end
 exclusive), `tags` and `entities` (`text.entity_spans`). A raw text's tags
@@ -14,16 +23,18 @@ writes its predictions) and `text` is its words joined by single spaces.
 
 from __future__ import annotations
 
-from typing import List, Tuple
+from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
 
-from data_utils.ner.alignment import WordPieces, align_words
+from data_utils.batch_inputs import Row
+from data_utils.ner.alignment import AlignedSentence, WordPieces, align_words
 from data_utils.ner.features import (NerFeatureSettings, merge_words,
                                      sentence_windows)
 from data_utils.ner.schemes import convert
 from data_utils.ner.text import entity_spans, words_with_offsets
+from data_utils.tokenization import SPIECE_UNDERLINE
 from xlnet_tf.tasks.batch import (FEATURES, BatchKind, Padding, Prepared,
                                   left_padded, real_length, trimmed)
 
@@ -47,13 +58,98 @@ def sentence_text(fields: dict) -> Tuple[str, List[str], List[Tuple[int, int]]]:
   return fields["text"], words, offsets
 
 
+def last_words(sentences: Sequence[Sequence[str]], n: int
+               ) -> List[List[str]]:
+  """The last `n` words of `sentences` (lists of words), still by sentence:
+  the nearest ones whole, the earliest kept cut at its start.
+
+  Example:
+    >>> last_words([["a", "b", "c"], ["d"], ["e", "f"]], 4)
+    [['c'], ['d'], ['e', 'f']]
+  """
+  out: List[List[str]] = []
+  total = 0
+  for sentence in reversed(sentences):
+    if total >= n:
+      break
+    kept = list(sentence[max(0, len(sentence) - (n - total)):])
+    out.insert(0, kept)
+    total += len(kept)
+  return out
+
+
+def with_document_context(rows: Iterable, words: int) -> Iterator:
+  """A file's rows in order, each CoNLL sentence (a row with
+  `fields["document"]`) with `fields["context"]`: the sentences before it
+  in its document, cut to their last `words` words. With `words` at least
+  the window length that is all the context a window can take: every word
+  is at least one piece (`WordPieces.pieces`)."""
+  document, previous = None, []
+  for row in rows:
+    if not isinstance(row, Row) or "document" not in row.fields:
+      yield row
+      continue
+    if row.fields["document"] != document:
+      document, previous = row.fields["document"], []
+    yield row._replace(fields=dict(row.fields, context=previous))
+    previous = last_words(previous + [list(row.fields["words"])], words)
+
+
+def context_ids(previous: Sequence[AlignedSentence], room: int
+                ) -> List[int]:
+  """The ids of the last whole words of `previous` that fit in `room`
+  pieces: `run_ner.py`'s rule (`data_utils.ner.features.convert_data`), on
+  the pieces of all of them at once: the last `room` pieces, from the
+  first that starts a word (opens with '▁').
+
+  Example:
+    >>> s = AlignedSentence(["▁a", "b", "▁c"], [5, 6, 7], [], [], [])
+    >>> context_ids([s], 2), context_ids([s], 3)
+    ([7], [5, 6, 7])
+  """
+  pieces = [p for s in previous for p in s.pieces]
+  ids = [i for s in previous for i in s.input_ids]
+  if len(pieces) <= room:
+    return ids
+  cut = len(pieces) - room
+  while cut < len(pieces) and not pieces[cut].startswith(SPIECE_UNDERLINE):
+    cut += 1
+  return ids[cut:]
+
+
 class TokenClassifierBatch(BatchKind):
+  conll = True
+
   def __init__(self, meta: dict, options: dict, spiece_model: str):
     super().__init__(meta, options, spiece_model)
-    self.settings = NerFeatureSettings(meta["max_seq_length"],
-                                       meta["doc_stride"],
-                                       lower=bool(meta.get("lower")))
+    self.settings = NerFeatureSettings(
+        meta["max_seq_length"], meta["doc_stride"],
+        document_context=bool(meta["document_context"]),
+        lower=bool(meta.get("lower")))
     self._word_pieces = None
+
+  @classmethod
+  def meta_problem(cls, meta: dict) -> Optional[str]:
+    if isinstance(meta.get("document_context"), bool):
+      return None
+    return ("exported before its marker recorded run_ner.py's "
+            "--document_context (a model trained with it gives other tags "
+            "when read without it); export it again")
+
+  @classmethod
+  def in_context(cls, meta: dict, rows: Iterable) -> Iterable:
+    if not meta["document_context"]:
+      return rows
+    return with_document_context(rows, int(meta["max_seq_length"]))
+
+  def _context(self, fields: dict, aligned: AlignedSentence) -> List[int]:
+    """The document context of a sentence (as `run_ner.py` gives it)."""
+    room = self.settings.max_seq_length - 3 - len(aligned.input_ids)
+    if not self.settings.document_context or room <= 0 or \
+        not fields.get("context"):
+      return []
+    return context_ids([align_words(self._word_pieces, words)
+                        for words in fields["context"]], room)
 
   def prepare(self, fields: dict) -> Prepared:
     if self._word_pieces is None:
@@ -61,7 +157,8 @@ class TokenClassifierBatch(BatchKind):
     _, words, _ = sentence_text(fields)
     aligned = align_words(self._word_pieces, words)
     windows = []
-    for w in sentence_windows(aligned, self.settings):
+    for w in sentence_windows(aligned, self.settings, 0,
+                              self._context(fields, aligned)):
       features = trimmed({"input_ids": w.input_ids,
                           "segment_ids": w.segment_ids,
                           "input_mask": w.input_mask})

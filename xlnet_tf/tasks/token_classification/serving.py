@@ -346,12 +346,17 @@ def export_token_classifier(model, export_dir: str, max_seq_length: int,
                             doc_stride: int, labels: Sequence[str],
                             sp_model_path: Optional[str] = None,
                             lower: bool = False,
-                            text_signatures: bool = True) -> str:
+                            text_signatures: bool = True,
+                            document_context: bool = False) -> str:
   """Exports an `XLNetForTokenClassification` (`labels[i]` = class i, IOB2)
   through `directory.save_atomically`; with `sp_model_path` (and `lower`,
   as the run tokenized) a copy of it and the marker's `batch` entry, and
   unless `text_signatures` is False the raw-text signature `serve_text`.
-  Returns `export_dir`."""
+  `document_context`: the model was trained reading sentences after their
+  document's preceding words (`run_ner.py --document_context`); the
+  `batch` entry records it, so that batch prediction reads CoNLL
+  sentences the same way (`serve_text` reads one text alone, as a
+  document's first sentence is read). Returns `export_dir`."""
   check_export_dir(export_dir, EXPORT_KIND)
   NerFeatureSettings(max_seq_length, doc_stride).validate()
   if len(labels) != model.n_class:
@@ -367,6 +372,7 @@ def export_token_classifier(model, export_dir: str, max_seq_length: int,
                                  tokenizer, empty_word_id)
   batch = dict(lower=bool(lower), max_seq_length=max_seq_length,
                signature="serve_features", doc_stride=doc_stride,
+               document_context=bool(document_context),
                labels=[str(x) for x in labels])
   return save_atomically(server, server.signatures(), export_dir, EXPORT_KIND,
                          sp_model_path, batch)

@@ -308,7 +308,8 @@ class NerWorkflow(FinetuneWorkflow):
     return export_token_classifier(
         model, export_dir, self.opts.max_seq_length, self.opts.doc_stride,
         self.labels, sp_model_path=self.opts.spiece_model_file,
-        lower=self.opts.uncased, text_signatures=text)
+        lower=self.opts.uncased, text_signatures=text,
+        document_context=self.opts.document_context)
 
 
 def run(opts: NerOptions) -> dict:
