@@ -128,6 +128,15 @@ def _expected_rows(files, spec: InputSpec):
   return max(total, 0)
 
 
+def _check_apart(output_dir: str, export_dir: str) -> None:
+  """Outputs never go into the export: its folder is the model's (copied,
+  served, checked file by file), and shards there would travel with it."""
+  out, export = os.path.realpath(output_dir), os.path.realpath(export_dir)
+  if os.path.commonpath([out, export]) == export:
+    raise UsageError(f"--output_dir={output_dir}: inside --export_dir="
+                     f"{export_dir}; write the predictions to another folder")
+
+
 def job_from_flags(f):
   """`(job, Beam's arguments)`, every flag checked (one-line UsageError),
   in the order a user reads them, before any work."""
@@ -139,6 +148,7 @@ def job_from_flags(f):
   check_positive(f.batch_size, "batch_size")
   check_positive(f.rows_per_shard, "rows_per_shard")
   export = resolve_export(f.export_dir)
+  _check_apart(f.output_dir, f.export_dir)
   files = input_files(f.input)
   spec = InputSpec(f.input_format, f.text_column, f.text_b_column)
   check_spec(spec, files[0])

@@ -187,6 +187,18 @@ def test_refusals_name_the_flag_before_any_work(exports, tmp_path):
           "run_batch_predict: " + cases[2][1])
 
 
+def test_output_dir_in_the_export_is_refused(exports):
+  # Was accepted: the shards, manifest and ledger went into the export's
+  # own folder, to be copied and served with the model.
+  before = sorted(os.listdir(exports["good"]))
+  for out in (exports["good"], os.path.join(exports["good"], "preds")):
+    assert _refusal(export_dir=exports["good"], input=exports["rows"],
+                    text_column="sentence1", output_dir=out) == (
+        f"--output_dir={out}: inside --export_dir={exports['good']}; write "
+        "the predictions to another folder")
+  assert sorted(os.listdir(exports["good"])) == before
+
+
 def _damaged_copy(exports, name, damage):
   path = exports["tmp"] / name
   shutil.copytree(exports["good"], path)
