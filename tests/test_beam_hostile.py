@@ -6,6 +6,7 @@ calls, with its flag values."""
 
 import contextlib
 import io
+import os
 import shutil
 import tracemalloc
 import types
@@ -15,6 +16,7 @@ import pytest
 from data_utils import beam_jobs
 from data_utils.errors import run_main
 from data_utils.pretraining import beam_pipeline, builder
+from data_utils.pretraining import save_dir as save_dir_module
 from data_utils.pretraining import create_pretrain_data as records_cli
 from data_utils.pretraining.examples import DataError, PretrainDataConfig
 from conftest import corpus_slice, spiece_path
@@ -128,3 +130,31 @@ def test_records_flags_out_of_range_are_one_line_up_front(corpus, flag,
   assert (code, err) == (2, [f"create_pretrain_data: {line}"])
   assert peak < 64 << 20, peak
   assert not save_dir.exists()
+
+
+def test_records_two_builds_at_once_into_one_save_dir(corpus):
+  # Two runs with other settings started together both passed the on-disk
+  # check (neither had written yet) and mixed their records in tfrecords/.
+  save_dir = corpus["work"] / "at-once"
+  running = builder.prepare_job(
+      [corpus["text"]], PretrainDataConfig(seq_len=64, reuse_len=32,
+                                           bsz_per_host=4, num_predict=6,
+                                           perm_size=8),
+      str(save_dir), corpus["sp"])
+  same = _record_flags(corpus, save_dir, max_batches=1)
+  with builder.claimed(running):
+    code, err = _line("create_pretrain_data",
+                      lambda: records_cli.build_from_flags(same))
+    assert (code, err) == (2, [
+        f"create_pretrain_data: --save_dir={save_dir}: another build is "
+        "being written into it now (seq_len=64, this run seq_len=32); wait "
+        "for it to end, or use another --save_dir"])
+    assert os.listdir(save_dir) == [save_dir_module.BUILD_LOCK]
+  assert not os.listdir(save_dir)  # the last run out removes the lock file
+  # Runs of one build share it (the plain CLI's one process per task).
+  with builder.claimed(builder.prepare_job([corpus["text"]], CFG,
+                                           str(save_dir), corpus["sp"],
+                                           max_batches=1)):
+    records_cli.build_from_flags(same)
+  assert sorted(os.listdir(save_dir)) == [
+      ".xlnet_tf_outputs.json", "corpus_info.json", "ids_cache", "tfrecords"]

@@ -93,12 +93,12 @@ def run(job: BuildJob, beam_args: List[str]) -> dict:
   import apache_beam as beam  # heavy: on use
   from apache_beam.options.pipeline_options import PipelineOptions
 
-  builder.check_job(job, range(job.num_task), with_corpus_info=True)
   ranges = [r.to_list() for r in job.unique_ranges()]
   units = [(t, p) for t in range(job.num_task) for p in job.pass_ids]
-  logging.info("Beam build: %d input range(s), %d task(s) x %d pass(es)",
-               len(ranges), job.num_task, len(job.pass_ids))
-  with save_dir.made_dirs(job.save_dir):
+  with save_dir.made_dirs(job.save_dir), builder.claimed(job):
+    builder.check_job(job, range(job.num_task), with_corpus_info=True)
+    logging.info("Beam build: %d input range(s), %d task(s) x %d pass(es)",
+                 len(ranges), job.num_task, len(job.pass_ids))
     os.makedirs(job.cache_dir, exist_ok=True)
     os.makedirs(job.tfrecord_dir, exist_ok=True)
     pipeline = beam.Pipeline(options=PipelineOptions(beam_args))

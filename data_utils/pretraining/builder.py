@@ -141,6 +141,14 @@ def record_path(job: BuildJob, task: int, pass_id: int) -> str:
       f"{job.split}-{task}-{pass_id}", job.cfg, "tfrecords"))
 
 
+def claimed(job: BuildJob):
+  """`save_dir.claimed` for the job's build (making save_dir): hold it
+  from the checks to the end of the build."""
+  os.makedirs(job.save_dir, exist_ok=True)
+  return save_dirs.claimed(job.save_dir,
+                           save_dirs.build_settings(corpus_info(job)))
+
+
 def check_job(job: BuildJob, tasks: Sequence[int], with_corpus_info: bool
               ) -> None:
   """Before any work: one-line UsageError unless save_dir holds no other
@@ -362,7 +370,6 @@ def build_task(job: BuildJob, task: int) -> List[dict]:
   if not 0 <= task < job.num_task:
     raise DataError(f"task ({task}) must be in [0, num_task="
                     f"{job.num_task})")
-  check_job(job, [task], with_corpus_info=task == 0)
   progress = Progress("input lines", unit="lines")
 
   def count(name: str, n: int) -> None:
@@ -370,7 +377,8 @@ def build_task(job: BuildJob, task: int) -> List[dict]:
       progress.update(n)
 
   infos = []
-  with save_dirs.made_dirs(job.save_dir):
+  with save_dirs.made_dirs(job.save_dir), claimed(job):
+    check_job(job, [task], with_corpus_info=task == 0)
     prepare_cache_dir(job.tfrecord_dir)
     os.makedirs(job.cache_dir, exist_ok=True)
     inputs = [range_ids(job, r, count) for r in job.tasks[task]]

@@ -41,12 +41,19 @@ Recording them would add a locked ledger write per input range for files
 that cannot clobber anything; owning the folder whole keeps "delete
 ids_cache/ once the records are built" (README) safe.
 
+**Runs at the same time** (`claimed`): the check above reads what is on
+disk, so two runs of other builds started together would both pass it and
+mix. While a run checks and builds, it holds a shared lock on
+`save_dir/.xlnet_tf_build.lock`, which holds its build's settings: runs of
+the same build share it, a run of another build is refused in one line.
+
 A failed run removes the folders it made and left empty (`made_dirs`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import glob
 import json
 import os
@@ -63,6 +70,7 @@ from data_utils.records import record_problem
 CORPUS_INFO = "corpus_info.json"
 TFRECORDS = "tfrecords"
 IDS_CACHE = "ids_cache"
+BUILD_LOCK = ".xlnet_tf_build.lock"
 _FORMAT_PREFIX = "xlnet-tf/pretrain/"
 # What every file of one build shares besides "config" (the reader's
 # `_BUILD_KEYS`, and the split and max_batches that corpus_info.json holds).
@@ -243,3 +251,53 @@ def made_dirs(save_dir: str):
       except OSError:
         pass
     raise
+
+
+@contextlib.contextmanager
+def claimed(save_dir: str, settings: Dict[str, object]):
+  """Held while a run checks and builds into `save_dir` (a folder): a
+  one-line UsageError when a run of a build with other `settings` holds it
+  (see the module docstring). The last run to leave removes the lock file.
+  Claims and releases take turns under a lock on the folder itself, so a
+  claim sees every run that started before it."""
+  guard = os.open(save_dir, os.O_RDONLY)
+  path = os.path.join(save_dir, BUILD_LOCK)
+  fd = -1
+  try:
+    fcntl.flock(guard, fcntl.LOCK_EX)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    mine = _shown(settings).encode()
+    try:
+      fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+      os.ftruncate(fd, 0)  # no run holds it: the settings are ours now
+      os.pwrite(fd, mine, 0)
+    except BlockingIOError:
+      _check_running(save_dir, os.pread(fd, 1 << 20, 0), settings)
+    fcntl.flock(fd, fcntl.LOCK_SH)
+    fcntl.flock(guard, fcntl.LOCK_UN)
+    yield
+  finally:
+    fcntl.flock(guard, fcntl.LOCK_EX)
+    if fd >= 0:
+      try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.unlink(path)  # no other run holds it
+      except BlockingIOError:
+        pass
+      os.close(fd)
+    os.close(guard)  # releases the folder's lock
+
+
+def _check_running(save_dir: str, theirs: bytes,
+                   settings: Dict[str, object]) -> None:
+  try:
+    running = json.loads(theirs)
+  except ValueError:
+    running = {}
+  for key, want in settings.items():
+    if not isinstance(running, dict) or running.get(key) != want:
+      got = running.get(key) if isinstance(running, dict) else None
+      raise UsageError(
+          f"--save_dir={save_dir}: another build is being written into it "
+          f"now ({key}={_shown(got)}, this run {key}={_shown(want)}); wait "
+          "for it to end, or use another --save_dir")
