@@ -172,7 +172,10 @@ def test_refusals_name_the_flag_before_any_work(exports, tmp_path):
       (dict(input=exports["conll"], text_column=None, input_format="conll"),
        "--input_format=conll: CoNLL sentences are read only by a "
        "token_classifier export (this is a classifier export); give "
-       "--input_format=lines, tsv, csv or jsonl")]
+       "--input_format=lines, tsv, csv or jsonl"),
+      # Was "no such directory" for a file that is there.
+      (dict(export_dir=tsv), f"--export_dir={tsv}: a file, not an "
+       "export's folder")]
   for values, line in cases:
     got = _refusal(**dict(base, **values))
     if line is None:

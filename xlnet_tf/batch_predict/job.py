@@ -62,7 +62,9 @@ def resolve_export(export_dir: str) -> Export:
   UsageError naming `--export_dir`."""
   where = f"--export_dir={export_dir}"
   if not os.path.isdir(export_dir):
-    raise UsageError(f"{where}: no such directory")
+    raise UsageError(f"{where}: " + ("a file, not an export's folder"
+                                     if os.path.exists(export_dir)
+                                     else "no such directory"))
   marker = read_export_marker(export_dir)
   if marker is None:
     raise UsageError(f"{where}: not an xlnet-tf export (no readable "
