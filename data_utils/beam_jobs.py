@@ -135,7 +135,8 @@ def _check_known(args: List[str], runner: str) -> None:
 def _check_values(args: List[str]) -> None:
   """Beam parses its options with argparse, which prints its usage and
   exits on a bad value: here that is one line naming --pipeline_options."""
-  from apache_beam.options.pipeline_options import PipelineOptions
+  from apache_beam.options.pipeline_options import (DirectOptions,
+                                                    PipelineOptions)
   captured = io.StringIO()
   try:
     with contextlib.redirect_stderr(captured):
@@ -144,6 +145,12 @@ def _check_values(args: List[str]) -> None:
     lines = captured.getvalue().strip().splitlines() or ["not valid"]
     message = lines[-1].split(" error: ", 1)[-1]
     raise UsageError(f"--pipeline_options: {message}") from None
+  # Beam takes any int here; below 0 its local runner fails on an empty
+  # worker list (an IndexError traceback).
+  workers = PipelineOptions(args).view_as(DirectOptions).direct_num_workers
+  if workers is not None and workers < 0:
+    raise UsageError(f"--pipeline_options: --direct_num_workers={workers}: "
+                     "must be at least 0 (0: one per CPU)")
 
 
 def marked(e: Exception) -> RuntimeError:

@@ -14,7 +14,7 @@ import types
 import pytest
 
 from data_utils import beam_jobs
-from data_utils.errors import run_main
+from data_utils.errors import UsageError, run_main
 from data_utils.pretraining import beam_pipeline, builder
 from data_utils.pretraining import save_dir as save_dir_module
 from data_utils.pretraining import create_pretrain_data as records_cli
@@ -158,3 +158,14 @@ def test_records_two_builds_at_once_into_one_save_dir(corpus):
     records_cli.build_from_flags(same)
   assert sorted(os.listdir(save_dir)) == [
       ".xlnet_tf_outputs.json", "corpus_info.json", "ids_cache", "tfrecords"]
+
+
+def test_negative_direct_workers_is_one_line():
+  # Both jobs' check: Beam accepted it and its local runner then failed on
+  # an empty worker list (an IndexError traceback, exit 1).
+  with pytest.raises(UsageError) as e:
+    beam_jobs.check_options("DirectRunner", "--direct_num_workers=-2 "
+                            "--direct_running_mode=multi_processing")
+  assert str(e.value) == ("--pipeline_options: --direct_num_workers=-2: "
+                          "must be at least 0 (0: one per CPU)")
+  assert beam_jobs.check_options("DirectRunner", "--direct_num_workers=0")
