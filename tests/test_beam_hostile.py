@@ -73,18 +73,22 @@ def test_records_zero_or_negative_batch_is_one_line(corpus, flag, value,
   assert not save_dir.exists()
 
 
+def _with_peak(fn):
+  """`(fn(), the peak of what Python allocated while it ran)`."""
+  tracemalloc.start()
+  try:
+    return fn(), tracemalloc.get_traced_memory()[1]
+  finally:
+    tracemalloc.stop()
+
+
 def test_records_huge_batch_is_one_line_in_bounded_memory(corpus):
   # --bsz_per_host=1000000000 once built per-stream tables for a billion
   # streams of no tokens (10 GB and rising) before finding no step.
   save_dir = corpus["work"] / "huge-bsz"
   f = _record_flags(corpus, save_dir, bsz_per_host=2_000_000)
-  tracemalloc.start()
-  try:
-    code, err = _line("create_pretrain_data",
-                      lambda: records_cli.build_from_flags(f))
-    peak = tracemalloc.get_traced_memory()[1]
-  finally:
-    tracemalloc.stop()
+  (code, err), peak = _with_peak(lambda: _line(
+      "create_pretrain_data", lambda: records_cli.build_from_flags(f)))
   assert code == 2 and len(err) == 1, err
   assert err[0].startswith("create_pretrain_data: no example could be "
                            "built: ") and "2000000 streams" in err[0], err
@@ -120,13 +124,8 @@ def test_records_flags_out_of_range_are_one_line_up_front(corpus, flag,
                                                           value, line):
   save_dir = corpus["work"] / f"range-{flag}"
   f = _record_flags(corpus, save_dir, **{flag: value})
-  tracemalloc.start()
-  try:
-    code, err = _line("create_pretrain_data",
-                      lambda: records_cli.build_from_flags(f))
-    peak = tracemalloc.get_traced_memory()[1]
-  finally:
-    tracemalloc.stop()
+  (code, err), peak = _with_peak(lambda: _line(
+      "create_pretrain_data", lambda: records_cli.build_from_flags(f)))
   assert (code, err) == (2, [f"create_pretrain_data: {line}"])
   assert peak < 64 << 20, peak
   assert not save_dir.exists()

@@ -95,9 +95,17 @@ class WindowStats:
   context_pieces: int = 0
 
 
-def _context(previous: Sequence[AlignedSentence], room: int) -> List[int]:
+def context_ids(previous: Sequence[AlignedSentence], room: int
+                ) -> List[int]:
   """The ids of the last whole words of `previous` (in order) that fit in
-  `room` pieces."""
+  `room` pieces: the last `room` pieces, from the first that starts a word
+  (opens with '▁').
+
+  Example:
+    >>> s = AlignedSentence(["▁a", "b", "▁c"], [5, 6, 7], [], [], [])
+    >>> context_ids([s], 2), context_ids([s], 3)
+    ([7], [5, 6, 7])
+  """
   pieces: List[str] = []
   ids: List[int] = []
   for sentence in reversed(previous):
@@ -179,7 +187,7 @@ def convert_data(data: NerData, word_pieces: WordPieces,
     if settings.document_context and room > 0:
       previous = [aligned[j] for j in range(i - 1, -1, -1)
                   if data.sentences[j].document == sentence.document]
-      context = _context(previous[::-1], room)
+      context = context_ids(previous[::-1], room)
     own = sentence_windows(a, settings, i, context)
     windows.extend(own)
     stats.sentences += 1

@@ -30,11 +30,10 @@ import tensorflow as tf
 
 from data_utils.batch_inputs import Row
 from data_utils.ner.alignment import AlignedSentence, WordPieces, align_words
-from data_utils.ner.features import (NerFeatureSettings, merge_words,
-                                     sentence_windows)
+from data_utils.ner.features import (NerFeatureSettings, context_ids,
+                                     merge_words, sentence_windows)
 from data_utils.ner.schemes import convert
 from data_utils.ner.text import entity_spans, words_with_offsets
-from data_utils.tokenization import SPIECE_UNDERLINE
 from xlnet_tf.tasks.batch import (FEATURES, BatchKind, Padding, Prepared,
                                   left_padded, real_length, trimmed)
 
@@ -93,28 +92,6 @@ def with_document_context(rows: Iterable, words: int) -> Iterator:
       document, previous = row.fields["document"], []
     yield row._replace(fields=dict(row.fields, context=previous))
     previous = last_words(previous + [list(row.fields["words"])], words)
-
-
-def context_ids(previous: Sequence[AlignedSentence], room: int
-                ) -> List[int]:
-  """The ids of the last whole words of `previous` that fit in `room`
-  pieces: `run_ner.py`'s rule (`data_utils.ner.features.convert_data`), on
-  the pieces of all of them at once: the last `room` pieces, from the
-  first that starts a word (opens with '▁').
-
-  Example:
-    >>> s = AlignedSentence(["▁a", "b", "▁c"], [5, 6, 7], [], [], [])
-    >>> context_ids([s], 2), context_ids([s], 3)
-    ([7], [5, 6, 7])
-  """
-  pieces = [p for s in previous for p in s.pieces]
-  ids = [i for s in previous for i in s.input_ids]
-  if len(pieces) <= room:
-    return ids
-  cut = len(pieces) - room
-  while cut < len(pieces) and not pieces[cut].startswith(SPIECE_UNDERLINE):
-    cut += 1
-  return ids[cut:]
 
 
 class TokenClassifierBatch(BatchKind):
