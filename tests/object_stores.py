@@ -14,30 +14,27 @@ fixtures skip outside CI and fail in CI (CI=true).
 """
 
 import dataclasses
-import datetime
 import http.client
-import http.server
 import json
 import os
 import platform
 import signal
 import socket
-import socketserver
 import ssl
 import subprocess
 import sys
 import threading
 import time
 import urllib.error
-import urllib.parse
 import urllib.request
 
 import pytest
 
+from tls_proxy import GOOGLE_HOSTS, ProxyServer, write_certificates
+
 STARTUP_SECONDS = 30
 INSTALL_HINT = "pip install -e '.[cloud,cloud-test]'"
 # The hosts TF's GCS client calls (tsl/platform/cloud/gcs_file_system.cc).
-GOOGLE_HOSTS = ("www.googleapis.com", "storage.googleapis.com")
 # A user's http(s)_proxy must not catch the loopback servers.
 LOOPBACK = {"no_proxy": "127.0.0.1,localhost", "NO_PROXY": "127.0.0.1,localhost"}
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -205,175 +202,6 @@ def make_gcs_bucket(store, name):
     assert response.status == 200, response.status
 
 
-# TensorFlow's gs:// through a loopback TLS proxy -----------------------------
-
-def _write_certificates(folder):
-  """A throwaway CA (the only one in TF's CURL_CA_BUNDLE) and a server
-  certificate it signs for GOOGLE_HOSTS; returns (ca, cert, key) paths."""
-  from cryptography import x509
-  from cryptography.hazmat.primitives import hashes, serialization
-  from cryptography.hazmat.primitives.asymmetric import ec
-  from cryptography.x509.oid import NameOID
-
-  now = datetime.datetime.now(datetime.timezone.utc)
-  start, end = now - datetime.timedelta(days=1), now + datetime.timedelta(days=7)
-
-  def name(common):
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common)])
-  ca_key = ec.generate_private_key(ec.SECP256R1())
-  ca = (x509.CertificateBuilder()
-        .subject_name(name("xlnet-tf test CA")).issuer_name(name("xlnet-tf test CA"))
-        .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
-        .not_valid_before(start).not_valid_after(end)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(x509.KeyUsage(
-            digital_signature=True, key_cert_sign=True, crl_sign=True,
-            content_commitment=False, key_encipherment=False,
-            data_encipherment=False, key_agreement=False,
-            encipher_only=False, decipher_only=False), critical=True)
-        .sign(ca_key, hashes.SHA256()))
-  key = ec.generate_private_key(ec.SECP256R1())
-  cert = (x509.CertificateBuilder()
-          .subject_name(name(GOOGLE_HOSTS[0])).issuer_name(ca.subject)
-          .public_key(key.public_key()).serial_number(x509.random_serial_number())
-          .not_valid_before(start).not_valid_after(end)
-          .add_extension(x509.SubjectAlternativeName(
-              [x509.DNSName(h) for h in GOOGLE_HOSTS]), critical=False)
-          .add_extension(x509.BasicConstraints(ca=False, path_length=None),
-                         critical=True)
-          .add_extension(x509.ExtendedKeyUsage(
-              [x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-          .sign(ca_key, hashes.SHA256()))
-  paths = [os.path.join(str(folder), n) for n in ("ca.pem", "cert.pem", "key.pem")]
-  pem = serialization.Encoding.PEM
-  for path, data in zip(paths, [
-      ca.public_bytes(pem), cert.public_bytes(pem),
-      key.private_bytes(pem, serialization.PrivateFormat.PKCS8,
-                        serialization.NoEncryption())]):
-    with open(path, "wb") as f:
-      f.write(data)
-  return paths
-
-
-# Headers that belong to one hop, not to the request: the proxy sets its own.
-# TF sends `Transfer-Encoding: identity` with a Content-Length, and
-# fake-gcs-server answers any Transfer-Encoding it does not know with 501.
-_HOP_HEADERS = {"connection", "keep-alive", "proxy-connection",
-                "proxy-authorization", "te", "trailer", "transfer-encoding",
-                "upgrade", "expect", "content-length"}
-
-
-class _Forwarder(http.server.BaseHTTPRequestHandler):
-  """One TLS tunnel's HTTP/1.1 requests, each sent on to fake-gcs-server
-  with its Host header kept (the server tells storage.googleapis.com's
-  bucket/object paths from the JSON API by it)."""
-  protocol_version = "HTTP/1.1"
-  timeout = 120
-
-  def log_message(self, *args):
-    pass
-
-  def setup(self):
-    super().setup()
-    self.upstream = http.client.HTTPConnection(
-        "127.0.0.1", self.server.upstream_port, timeout=self.timeout)
-
-  def finish(self):
-    try:
-      super().finish()
-    finally:
-      self.upstream.close()
-
-  def _body(self):
-    if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-      parts = []
-      while True:
-        size = int(self.rfile.readline().split(b";")[0], 16)
-        if size == 0:
-          while self.rfile.readline() not in (b"\r\n", b"\n", b""):
-            pass
-          return b"".join(parts)
-        parts.append(self.rfile.read(size))
-        self.rfile.readline()
-    return self.rfile.read(int(self.headers.get("Content-Length") or 0))
-
-  def _forward(self):
-    body = self._body()
-    up = self.upstream
-    up.putrequest(self.command, self.path, skip_host=True,
-                  skip_accept_encoding=True)
-    for key, value in self.headers.items():
-      if key.lower() not in _HOP_HEADERS:
-        up.putheader(key, value)
-    if body or self.command in ("POST", "PUT", "PATCH"):
-      up.putheader("Content-Length", str(len(body)))
-    up.endheaders(body)
-    response = up.getresponse()
-    data = response.read()
-    self.send_response_only(response.status, response.reason)
-    for key, value in response.getheaders():
-      if key.lower() in _HOP_HEADERS:
-        continue
-      if key.lower() == "location":
-        value = self._through_tunnel(value)
-      self.send_header(key, value)
-    if self.command == "HEAD":
-      self.send_header("Content-Length",
-                       response.getheader("Content-Length", "0"))
-    else:
-      self.send_header("Content-Length", str(len(data)))
-    self.end_headers()
-    if self.command != "HEAD":
-      self.wfile.write(data)
-
-  def _through_tunnel(self, url):
-    """An upload session's URL, as TF must call it: fake-gcs-server names
-    it http://<the Host it was called with>/..., and TF's libcurl sends only
-    https through the proxy (http://www.googleapis.com it would resolve
-    itself, and fail)."""
-    parts = urllib.parse.urlsplit(url)
-    host = self.headers.get("Host", GOOGLE_HOSTS[0])
-    if parts.netloc not in (host, self.server.upstream_netloc):
-      return url
-    return urllib.parse.urlunsplit(parts._replace(scheme="https", netloc=host))
-
-  do_GET = do_PUT = do_POST = do_PATCH = do_DELETE = do_HEAD = _forward
-
-
-class _Tunnels(socketserver.StreamRequestHandler):
-  """An HTTP proxy that takes only CONNECT to GOOGLE_HOSTS:443 and ends the
-  TLS itself, with the test CA's certificate."""
-
-  def handle(self):
-    request = self.rfile.readline(65537).split()
-    while self.rfile.readline(65537) not in (b"\r\n", b"\n", b""):
-      pass
-    target = request[1].decode("latin-1") if len(request) == 3 else ""
-    host, _, port = target.rpartition(":")
-    if request[:1] != [b"CONNECT"] or host not in GOOGLE_HOSTS or port != "443":
-      self.wfile.write(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
-      return
-    self.wfile.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
-    self.wfile.flush()
-    try:
-      with self.server.tls.wrap_socket(self.connection, server_side=True) as tls:
-        _Forwarder(tls, self.client_address, self.server)
-    except OSError:
-      pass  # the client hung up (ssl.SSLError is an OSError): nothing to say
-
-
-class _ProxyServer(socketserver.ThreadingTCPServer):
-  daemon_threads = True
-  allow_reuse_address = True
-
-  def __init__(self, upstream_url, cert, key):
-    super().__init__(("127.0.0.1", 0), _Tunnels)
-    self.upstream_netloc = urllib.parse.urlsplit(upstream_url).netloc
-    self.upstream_port = urllib.parse.urlsplit(upstream_url).port
-    self.tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    self.tls.load_cert_chain(cert, key)
-
-
 def tf_gcs_env(proxy_url, ca_path):
   """What TensorFlow's GCS filesystem (TF 2.20) needs to reach the proxy:
   libcurl's https_proxy and CURL_CA_BUNDLE; a fixed bearer token
@@ -390,8 +218,8 @@ def tf_gcs_env(proxy_url, ca_path):
 def gcs_tf_proxy(gcs_server, tmp_path_factory):
   """TF's gs:// reaching `gcs_server` (the same buckets gcsfs sees):
   Store(proxy url, env=gcs_server.env + tf_gcs_env(...))."""
-  ca, cert, key = _write_certificates(tmp_path_factory.mktemp("gcs_tf_proxy"))
-  server = _ProxyServer(gcs_server.url, cert, key)
+  ca, cert, key = write_certificates(tmp_path_factory.mktemp("gcs_tf_proxy"))
+  server = ProxyServer(gcs_server.url, cert, key)
   thread = threading.Thread(target=server.serve_forever, name="gcs-tf-proxy",
                             daemon=True)
   thread.start()
