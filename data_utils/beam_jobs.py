@@ -32,10 +32,28 @@ _MARK = "<<xlnet-tf-error>>"
 _MARKED = re.compile(re.escape(_MARK) + "(.*?)" + re.escape(_MARK))
 
 
+# The names that mean the local runner (Beam's own spellings), and the
+# class that runs it.
+_DIRECT = ("directrunner", "direct", "switchingdirectrunner")
+LOCAL = "data_utils.beam_direct.PythonDirectRunner"
+# The runners the suite runs both jobs on (README: "Beam runners").
+TESTED = ("DirectRunner in process and with 2 worker processes",)
+# Runner class name -> why it is refused.
+REFUSED = {
+    "DaskRunner": "Beam's DaskRunner sends every tagged output to every "
+                  "consumer and drops all sinks but the last and the outputs "
+                  "of finish_bundle, so this job would lose rows on it",
+}
+
+
 def define_flags() -> None:
   flags.DEFINE_string("runner", None, "Run as one Apache Beam pipeline on "
                       "this runner (DirectRunner, DataflowRunner, "
-                      "FlinkRunner, SparkRunner, ...).")
+                      "FlinkRunner, SparkRunner, ...). DirectRunner is Beam's "
+                      "Python runner, never Prism. Tested on: "
+                      f"{'; '.join(TESTED)}. Refused: "
+                      f"{', '.join(REFUSED)} (they lose this "
+                      "job's data).")
   flags.DEFINE_string("pipeline_options", None, "Beam's own options for "
                       "--runner, as one string (e.g. \"--direct_num_workers=2"
                       " --direct_running_mode=multi_processing\").")
@@ -62,8 +80,9 @@ def check_options(runner: Optional[str], pipeline_options: Optional[str]
     raise UsageError("--pipeline_options: give the runner as --runner, "
                      "not inside the pipeline options")
   name = runner.rsplit(".", 1)[-1].lower()
-  if name in REFUSED:
-    raise UsageError(f"--runner={runner}: refused: {REFUSED[name]} (tested "
+  refused = {k.lower(): why for k, why in REFUSED.items()}
+  if name in refused:
+    raise UsageError(f"--runner={runner}: refused: {refused[name]} (tested "
                      f"on: {'; '.join(TESTED)})")
   beam_runner = LOCAL if name in _DIRECT else runner
   try:
@@ -81,18 +100,6 @@ def check_options(runner: Optional[str], pipeline_options: Optional[str]
   return [f"--runner={beam_runner}"] + args
 
 
-# The names that mean the local runner (Beam's own spellings), and the
-# class that runs it.
-_DIRECT = ("directrunner", "direct", "switchingdirectrunner")
-LOCAL = "data_utils.beam_direct.PythonDirectRunner"
-# The runners the suite runs both jobs on (README: "Runners").
-TESTED = ("DirectRunner in process and with 2 worker processes",)
-# Runner class name (lower case) -> why it is refused.
-REFUSED = {
-    "daskrunner": "Beam's DaskRunner sends every tagged output to every "
-                  "consumer and drops all sinks but the last and the outputs "
-                  "of finish_bundle, so this job would lose rows on it",
-}
 
 
 def runner_name(beam_args: List[str]) -> str:
