@@ -64,6 +64,13 @@ def _refused(fn):
   return str(e.value)
 
 
+def _not_ours(save, name):
+  """The line for a file at one of the build's names that is not ours."""
+  return (f"--save_dir={save}: {name} exists and was not written by "
+          "xlnet-tf (or was changed since); move it, or pass --overwrite to "
+          "replace it")
+
+
 def _ledger(directory):
   with open(os.path.join(directory, LEDGER), encoding="utf-8") as f:
     return {n: e["sha256"] for n, e in json.load(f)["files"].items()}
@@ -103,9 +110,7 @@ def test_a_users_corpus_info_is_never_replaced(corpus, tmp_path):
   save.mkdir()
   (save / "corpus_info.json").write_text('{"my": "notes"}\n')
   before = tree_digest(tmp_path)
-  line = (f"--save_dir={save}: corpus_info.json exists and was not written "
-          "by xlnet-tf (or was changed since); move it, or pass --overwrite "
-          "to replace it")
+  line = _not_ours(save, "corpus_info.json")
   assert _refused(lambda: _build(corpus, save)) == line
   assert tree_digest(tmp_path) == before  # no tfrecords/ or ids_cache/ either
   # --overwrite is the user's word; then the file is ours, in the ledger.
@@ -128,9 +133,7 @@ def test_a_users_file_at_a_records_name_is_never_replaced(corpus, tmp_path,
   (save / "tfrecords").mkdir(parents=True)
   (save / "tfrecords" / name).write_bytes(b"the user's own bytes\n")
   before = tree_digest(tmp_path)
-  line = (f"--save_dir={save}: tfrecords/{name} exists and was not written "
-          "by xlnet-tf (or was changed since); move it, or pass --overwrite "
-          "to replace it")
+  line = _not_ours(save, f"tfrecords/{name}")
   assert _refused(lambda: _build(corpus, save)) == line
   # Beam's driver checks the same before the pipeline starts.
   job = builder.prepare_job(corpus["paths"][:1], CFG, str(save), corpus["sp"],
@@ -179,10 +182,8 @@ def test_a_changed_record_file_is_refused_and_a_broken_one_rebuilt(corpus,
       writer.write(r)
   assert record.read_bytes() != good
   before = tree_digest(tmp_path)
-  assert _refused(lambda: _build(corpus, save)) == (
-      f"--save_dir={save}: tfrecords/train-0-0.{NAME}.tfrecords exists and "
-      "was not written by xlnet-tf (or was changed since); move it, or pass "
-      "--overwrite to replace it")
+  assert _refused(lambda: _build(corpus, save)) == _not_ours(
+      save, f"tfrecords/train-0-0.{NAME}.tfrecords")
   assert tree_digest(tmp_path) == before
   # Cut short, it is our broken file: built again, as the reader asks.
   record.write_bytes(good[:len(good) // 2])
@@ -191,10 +192,8 @@ def test_a_changed_record_file_is_refused_and_a_broken_one_rebuilt(corpus,
   # A build from before the ledger: --overwrite keeps what is built, and
   # records it.
   os.remove(save / "tfrecords" / LEDGER)
-  assert _refused(lambda: _build(corpus, save)) == (
-      f"--save_dir={save}: tfrecords/{record.name} exists and was not "
-      "written by xlnet-tf (or was changed since); move it, or pass "
-      "--overwrite to replace it")
+  assert _refused(lambda: _build(corpus, save)) == _not_ours(
+      save, f"tfrecords/{record.name}")
   assert _build(corpus, save, overwrite=True) == []
   assert record.read_bytes() == good
   assert set(_ledger(save / "tfrecords")) == {
