@@ -23,8 +23,9 @@ import tensorflow as tf
 from absl import flags, logging
 
 import xlnet_tf
+from data_utils.paths import check_writable_dir
 from data_utils.errors import (UsageError, UserError, check_positive,
-                               check_writable_dir, read_json, run_app,
+                               read_json, run_app,
                                run_main)
 from data_utils.pretraining.examples import PretrainDataConfig
 from data_utils.pretraining.reader import (check_record_files,

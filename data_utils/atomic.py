@@ -9,6 +9,13 @@ temps of ours whose writer is gone (a live writer's, another host's on a
 shared disk, or any other file stays). Every writer calls it on the folder
 it writes into before it writes (`atomic_path` and `temp_dir` do), so a
 killed run's temps go at the next run that writes there.
+
+In a bucket (a `data_utils.paths` URL) there is no rename: an object
+appears whole when its upload completes. So `atomic_path` hands out a local
+temp file and uploads it to the final name when the block ends well, and a
+`temp_dir` there is a key prefix with the same temp name, whose objects are
+removed when the block ends (or, if its writer died, by the next writer's
+`remove_stale_temps`).
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import socket
 import tempfile
 from typing import List
 
+from data_utils import paths
 from data_utils.errors import disk_full_is
 
 TEMP_PREFIX = ".tmp-xlnet-"
@@ -78,7 +86,7 @@ def remove_stale_temps(directory: str) -> List[str]:
   """
   removed = []
   try:
-    names = sorted(os.listdir(directory))
+    names = paths.listdir(directory)
   except FileNotFoundError:
     return removed
   for name in names:
@@ -86,7 +94,13 @@ def remove_stale_temps(directory: str) -> List[str]:
     if not match or not writer_gone(match.group("host"),
                                     int(match.group("pid"))):
       continue
-    path = os.path.join(directory, name)
+    path = paths.join(directory, name)
+    if paths.is_remote(path):
+      paths.rmtree(path)
+      if paths.isfile(path):
+        paths.remove(path)
+      removed.append(path)
+      continue
     if os.path.islink(path):
       continue
     try:
@@ -107,6 +121,14 @@ def temp_dir(directory: str):
   """Yields a new temp folder (`temp_prefix()` + random) in `directory`,
   after removing the stale temps there; removes it, and whatever is still
   in it, when the block ends (a writer renames what it keeps out first)."""
+  if paths.is_remote(directory):
+    remove_stale_temps(directory)
+    path = paths.join(directory, temp_prefix() + _random_part())
+    try:
+      yield path
+    finally:
+      paths.rmtree(path)
+    return
   os.makedirs(directory, exist_ok=True)
   remove_stale_temps(directory)
   path = tempfile.mkdtemp(dir=directory, prefix=temp_prefix())
@@ -114,6 +136,11 @@ def temp_dir(directory: str):
     yield path
   finally:
     shutil.rmtree(path, ignore_errors=True)
+
+
+def _random_part() -> str:
+  # The same alphabet as mkstemp's random part (see _TEMP_NAME).
+  return next(tempfile._get_candidate_names())  # pylint: disable=protected-access
 
 
 @contextlib.contextmanager
@@ -131,6 +158,10 @@ def atomic_path(path: str):
     >>> open(os.path.join(d, "a.txt")).read()
     'hi'
   """
+  if paths.is_remote(path):
+    with _uploaded(path) as tmp:
+      yield tmp
+    return
   directory = os.path.dirname(os.path.abspath(path))
   os.makedirs(directory, exist_ok=True)
   remove_stale_temps(directory)
@@ -142,6 +173,25 @@ def atomic_path(path: str):
       yield tmp
       os.chmod(tmp, 0o644)
       os.replace(tmp, path)
+  finally:
+    if os.path.exists(tmp):
+      os.remove(tmp)
+
+
+@contextlib.contextmanager
+def _uploaded(path: str):
+  """A local temp file (in the system temp folder, under this process's
+  temp name) that is uploaded to URL `path` when the block ends well; the
+  object appears whole, or not at all."""
+  scratch = tempfile.gettempdir()
+  remove_stale_temps(scratch)
+  fd, tmp = tempfile.mkstemp(dir=scratch, prefix=temp_prefix())
+  os.close(fd)
+  try:
+    with disk_full_is(f"{path}: no space left on device for its local temp "
+                      f"file in {scratch} (not written)"):
+      yield tmp
+    paths.upload(tmp, path)
   finally:
     if os.path.exists(tmp):
       os.remove(tmp)

@@ -174,27 +174,6 @@ def run_app(program: str, main: Callable[[List[str]], Optional[int]]
   app.run(main, flags_parser=lambda argv: parse_flags(program, argv))
 
 
-def check_writable_dir(path: str, flag: str, value: Optional[str] = None
-                       ) -> None:
-  """UsageError unless `path` is, or can be made as, a writable directory
-  (`value`: the flag's value, where `path` is derived from it, e.g. the
-  folder of a prefix). Creates nothing: looks at the nearest existing
-  ancestor."""
-  where = f"--{flag}={path if value is None else value}"
-  if not path:
-    raise UsageError(f"--{flag} is required")
-  probe = os.path.abspath(path)
-  if os.path.exists(probe) and not os.path.isdir(probe):
-    what = "" if value is None else f" {path}"
-    raise UsageError(f"{where}:{what} exists and is not a directory")
-  while not os.path.exists(probe):
-    probe = os.path.dirname(probe)
-  if not os.path.isdir(probe):
-    raise UsageError(f"{where}: {probe} is a file, not a directory")
-  if not os.access(probe, os.W_OK | os.X_OK):
-    raise UsageError(f"{where}: {probe} is not writable")
-
-
 def check_positive(value, flag: str, minimum: int = 1) -> None:
   """UsageError unless `value >= minimum`.
 

@@ -11,11 +11,14 @@ from __future__ import annotations
 import hashlib
 from typing import Iterable, List
 
+from data_utils import paths
+
 BLOCK = 1 << 20  # bytes read at a time
 
 
 def file_sha256(path: str) -> str:
-  """sha256 of a file's bytes, read in 1 MB blocks.
+  """sha256 of a file's bytes (a local path or a `paths` URL), read in
+  1 MB blocks.
 
   Example:
     >>> import tempfile
@@ -25,7 +28,7 @@ def file_sha256(path: str) -> str:
     'ba7816bf8f01cfea'
   """
   digest = hashlib.sha256()
-  with open(path, "rb") as f:
+  with paths.open_file(path, "rb") as f:
     for block in iter(lambda: f.read(BLOCK), b""):
       digest.update(block)
   return digest.hexdigest()

@@ -21,22 +21,30 @@ Writers in parallel processes of one job (the record builder's tasks) record
 their files with `record_outputs(..., lock=True)`: the read-modify-write of
 the ledger then holds an exclusive lock on `.xlnet_tf_outputs.lock` beside
 it, so no writer loses another's entries.
+
+In a bucket (a `data_utils.paths` URL) there is neither rename nor lock, so
+the ledger is a folder, `.xlnet_tf_outputs.d/`, of one object per file
+(`<name>.json`: its sha256 and source), written after the file itself. Each
+entry has one writer, so parallel writers need no lock and a retried one
+writes the same bytes again.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import os
 from typing import Dict, Iterable, Optional
 
+from data_utils import paths
 from data_utils.atomic import write_json, write_text
 from data_utils.errors import UsageError, UserError
+from data_utils.fingerprint import file_sha256
 
 LEDGER = ".xlnet_tf_outputs.json"
 LEDGER_LOCK = ".xlnet_tf_outputs.lock"
+LEDGER_ENTRIES = ".xlnet_tf_outputs.d"  # the ledger in a bucket
 _LEDGER_FORMAT = 1
 
 
@@ -49,26 +57,19 @@ def output_name(input_path: str, suffix: str) -> str:
   >>> output_name("dev/test.conll", ".predictions.conll")
   'test.conll.predictions.conll'
   """
-  return os.path.basename(os.path.normpath(input_path)) + suffix
-
-
-def file_sha256(path: str) -> str:
-  """The sha256 (hex) of a file's bytes, read a block at a time."""
-  digest = hashlib.sha256()
-  with open(path, "rb") as f:
-    for block in iter(lambda: f.read(1 << 20), b""):
-      digest.update(block)
-  return digest.hexdigest()
+  return paths.basename(input_path) + suffix
 
 
 def _source_id(source: Optional[str]) -> Optional[str]:
-  return None if source is None else os.path.abspath(source)
+  return None if source is None else paths.absolute(source)
 
 
 def read_ledger(directory: str) -> Dict[str, dict]:
   """`{name: {"sha256", "source"}}` of the files this project wrote in
   `directory` (empty when it has no ledger). A ledger file that is not
   ours is a one-line `UserError`: it is a user's file, never replaced."""
+  if paths.is_remote(directory):
+    return _read_entries(directory)
   path = os.path.join(directory, LEDGER)
   if not os.path.exists(path):
     return {}
@@ -84,22 +85,56 @@ def read_ledger(directory: str) -> Dict[str, dict]:
   return files
 
 
+def _read_entries(directory: str) -> Dict[str, dict]:
+  folder = paths.join(directory, LEDGER_ENTRIES)
+  try:
+    names = paths.listdir(folder)
+  except FileNotFoundError:
+    return {}
+  files = {}
+  for name in names:
+    path = paths.join(folder, name)
+    try:
+      with paths.open_file(path) as f:
+        entry = json.load(f)
+      if entry.get("format") != _LEDGER_FORMAT or \
+          f"{entry['name']}.json" != name:
+        raise ValueError
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+      raise UserError(f"{path}: not an output ledger entry of xlnet-tf; move"
+                      " it away (it is not replaced)") from None
+    files[entry["name"]] = {"sha256": entry["sha256"],
+                            "source": entry["source"]}
+  return files
+
+
+def _write_entries(directory: str, files: Dict[str, dict],
+                   forget: Iterable[str]) -> None:
+  folder = paths.join(directory, LEDGER_ENTRIES)
+  for name in forget:
+    if paths.exists(paths.join(folder, f"{name}.json")):
+      paths.remove(paths.join(folder, f"{name}.json"))
+  for name, entry in sorted(files.items()):
+    write_json(paths.join(folder, f"{name}.json"),
+               {"format": _LEDGER_FORMAT, "name": name, **entry})
+
+
 def _refusal(path: str, flag: str, overwrite: bool, source: Optional[str],
              inputs: Iterable[str], ledger: Dict[str, dict],
              value: Optional[str] = None) -> Optional[str]:
   """Why `path` may not be written, or None."""
-  name = os.path.basename(path)
-  where = f"--{flag}={os.path.dirname(path)}"
+  name = paths.basename(path)
+  where = f"--{flag}={paths.dirname(path)}"
   shown = name
   if value is not None:
-    where, shown = f"--{flag}={value}", os.path.relpath(path, value)
+    where, shown = f"--{flag}={value}", paths.relpath(path, value)
   for given in inputs:
-    if os.path.exists(given) and os.path.exists(path) and \
-        os.path.samefile(given, path):
+    if _same_file(given, path):
       return f"{where}: {shown} is the input {given}; it is never replaced"
-  if not os.path.lexists(path):
+  remote = paths.is_remote(path)
+  if not (paths.exists(path) if remote else os.path.lexists(path)):
     return None
-  if os.path.isdir(path) or os.path.islink(path):
+  if paths.isdir(path) or (not remote and os.path.islink(path)):
     return f"{where}: {shown} exists and is not a file this run may replace"
   if overwrite:
     return None
@@ -113,22 +148,28 @@ def _refusal(path: str, flag: str, overwrite: bool, source: Optional[str],
   return None
 
 
-def check_outputs(paths: Iterable[str], flag: str, overwrite: bool = False,
+def _same_file(a: str, b: str) -> bool:
+  if paths.is_remote(a) or paths.is_remote(b):
+    return paths.absolute(a) == paths.absolute(b)
+  return os.path.exists(a) and os.path.exists(b) and os.path.samefile(a, b)
+
+
+def check_outputs(targets: Iterable[str], flag: str, overwrite: bool = False,
                   source: Optional[str] = None, inputs: Iterable[str] = (),
                   value: Optional[str] = None) -> None:
   """One-line `UsageError` (naming `--flag`, the folder and the file) if
-  any of `paths` may not be written (see the module docstring): `source` is
+  any of `targets` may not be written (see the module docstring): `source` is
   the input the outputs are made from, `inputs` every file the run reads.
-  `value`: the flag's value, when `paths` lie in folders below it (the line
+  `value`: the flag's value, when `targets` lie in folders below it (the line
   then says `--flag=value: sub/name`). A folder that is a file, or that
   cannot be made, is refused too. Writes nothing."""
   inputs = list(inputs)
   ledgers: Dict[str, Dict[str, dict]] = {}
-  for path in paths:
-    directory = os.path.dirname(path) or "."
+  for path in targets:
+    directory = paths.dirname(path) or "."
     if directory not in ledgers:
       _check_folder(directory, flag)
-      ledgers[directory] = read_ledger(directory) if os.path.isdir(
+      ledgers[directory] = read_ledger(directory) if paths.isdir(
           directory) else {}
     why = _refusal(path, flag, overwrite, source, inputs, ledgers[directory],
                    value)
@@ -137,6 +178,9 @@ def check_outputs(paths: Iterable[str], flag: str, overwrite: bool = False,
 
 
 def _check_folder(directory: str, flag: str) -> None:
+  if paths.is_remote(directory):
+    paths.check_store(directory, flag)
+    return
   probe = os.path.abspath(directory)
   while not os.path.exists(probe):
     probe = os.path.dirname(probe)
@@ -158,12 +202,8 @@ def write_output(path: str, data, flag: str, overwrite: bool = False,
     write_text(path, data)
   else:
     write_json(path, data)
-  directory = os.path.dirname(path) or "."
-  ledger = read_ledger(directory)
-  ledger[os.path.basename(path)] = {"sha256": file_sha256(path),
-                                    "source": _source_id(source)}
-  write_json(os.path.join(directory, LEDGER),
-             {"format": _LEDGER_FORMAT, "files": ledger})
+  record_outputs(paths.dirname(path) or ".",
+                 {paths.basename(path): file_sha256(path)}, source)
   return path
 
 
@@ -175,6 +215,11 @@ def record_outputs(directory: str, files: Dict[str, str],
   (files this project removed): one ledger write for a whole job. `lock`:
   other processes may record in the same folder at the same time (see the
   module docstring)."""
+  if paths.is_remote(directory):
+    _write_entries(directory, {name: {"sha256": sha256,
+                                      "source": _source_id(source)}
+                               for name, sha256 in files.items()}, forget)
+    return
   with _locked(directory) if lock else contextlib.nullcontext():
     ledger = read_ledger(directory)
     for name in forget:
@@ -203,8 +248,11 @@ def _locked(directory: str):
 def own_unchanged(directory: str, name: str) -> bool:
   """Whether `name` in `directory` is a file the ledger lists with its
   current bytes (ours, unchanged since)."""
-  path = os.path.join(directory, name)
+  path = paths.join(directory, name)
   entry = read_ledger(directory).get(name)
-  return (entry is not None and os.path.isfile(path)
-          and not os.path.islink(path)
+  if paths.is_remote(path):
+    ours = paths.isfile(path)
+  else:
+    ours = os.path.isfile(path) and not os.path.islink(path)
+  return (entry is not None and ours
           and entry.get("sha256") == file_sha256(path))

@@ -17,8 +17,9 @@ import sentencepiece as spm
 from absl import flags
 
 from data_utils.atomic import atomic_path, temp_dir
+from data_utils.paths import check_writable_dir
 from data_utils.errors import (UsageError, UserError, check_positive,
-                               check_writable_dir, run_app, run_main,
+                               run_app, run_main,
                                text_problem)
 from data_utils.tokenization import SentencePieceTokenizer
 

@@ -62,7 +62,8 @@ from typing import Dict, Iterable, Optional, Sequence, Tuple
 
 from data_utils.atomic import TEMP_PREFIX
 from data_utils.errors import UsageError
-from data_utils.outputs import (check_outputs, file_sha256, read_ledger,
+from data_utils.fingerprint import file_sha256
+from data_utils.outputs import (check_outputs, read_ledger,
                                 record_outputs)
 from data_utils.pretraining.examples import PretrainDataConfig
 from data_utils.records import record_problem

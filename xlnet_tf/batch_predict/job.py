@@ -24,7 +24,7 @@ from typing import Optional, Sequence, Tuple
 
 from data_utils.batch_inputs import InputSpec, file_format
 from data_utils.errors import UsageError
-from data_utils.outputs import file_sha256
+from data_utils.fingerprint import file_sha256
 from xlnet_tf.export.directory import EXPORT_MARKER, read_export_marker
 from xlnet_tf.batch_predict.integrity import check_saved_model
 from xlnet_tf.export.layout import LAYOUT

@@ -35,7 +35,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from data_utils import beam_jobs
 from data_utils.atomic import temp_dir, write_json
 from data_utils.errors import UsageError, UserError
-from data_utils.outputs import (check_outputs, file_sha256, own_unchanged,
+from data_utils.fingerprint import file_sha256
+from data_utils.outputs import (check_outputs, own_unchanged,
                                 read_ledger, record_outputs)
 from xlnet_tf.batch_predict import pipeline as batch_pipeline
 from xlnet_tf.batch_predict.handler import NAMESPACE

@@ -34,7 +34,7 @@ import tensorflow as tf
 
 from data_utils.atomic import atomic_path
 from data_utils.errors import UserError, describe_os_error, is_disk_full
-from data_utils.outputs import file_sha256
+from data_utils.fingerprint import file_sha256
 
 STREAMS = ("predictions", "dead-letter")
 MANIFEST = "manifest.json"

@@ -34,7 +34,8 @@ import tensorflow as tf
 from absl import logging
 
 from data_utils.atomic import host_name, writer_gone
-from data_utils.errors import (UsageError, UserError, check_writable_dir,
+from data_utils.paths import check_writable_dir
+from data_utils.errors import (UsageError, UserError, 
                                disk_full_is)
 from xlnet_tf.version import __version__
 
