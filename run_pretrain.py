@@ -23,14 +23,14 @@ import tensorflow as tf
 from absl import flags, logging
 
 import xlnet_tf
-from data_utils.paths import check_writable_dir
 from data_utils.errors import (UsageError, UserError, check_positive,
-                               read_json, run_app,
-                               run_main)
+                               run_app, run_main)
+from data_utils.path_checks import check_writable_dir
 from data_utils.pretraining.examples import PretrainDataConfig
 from data_utils.pretraining.reader import (check_record_files,
                                            load_record_infos,
                                            pretrain_dataset, read_record_info)
+from data_utils.text_files import read_json
 from xlnet_tf.cli import define_performance_flags
 from xlnet_tf.config import MAX_N_TOKEN, ConfigError
 from xlnet_tf.io import (check_init_checkpoint, load_checkpoint,

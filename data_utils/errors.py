@@ -21,8 +21,6 @@ Every entry point's body runs through `run_main`:
 from __future__ import annotations
 
 import contextlib
-import json
-import os
 import sys
 from typing import Callable, List, Optional
 
@@ -184,54 +182,3 @@ def check_positive(value, flag: str, minimum: int = 1) -> None:
   """
   if value is None or value < minimum:
     raise UsageError(f"--{flag}={value}: must be at least {minimum}")
-
-
-def text_problem(path: str, reject_nul: bool = False) -> Optional[str]:
-  """Where `path` first stops being UTF-8 text, as `path:line: ...` (line
-  and column 1-based, the column in characters), or None if it is all text.
-  With `reject_nul` a NUL byte also counts (the mark of a binary file).
-
-  Reads the bytes line by line: a text-mode reader decodes whole blocks
-  ahead of the lines it has handed out, so the line it had reached when
-  decoding failed is not the line of the bad byte. (A UTF-8 sequence never
-  contains a newline byte, so lines decode independently.)
-
-  Example (a file whose second line holds the byte 0xff):
-    `/x/train.tsv:2: not UTF-8 text (byte 0xff at column 4)`
-  """
-  with open(path, "rb") as f:
-    for line_no, raw in enumerate(f, start=1):
-      try:
-        text = raw.decode("utf-8")
-      except UnicodeDecodeError as e:
-        column = len(raw[:e.start].decode("utf-8")) + 1
-        return (f"{path}:{line_no}: not UTF-8 text (byte 0x{raw[e.start]:02x}"
-                f" at column {column})")
-      if reject_nul and "\0" in text:
-        return (f"{path}:{line_no}: NUL byte at column "
-                f"{text.index(chr(0)) + 1} (a binary file, not text)")
-  return None
-
-
-def utf8_error(path: str) -> str:
-  """The one-line message for a UnicodeDecodeError met reading `path`."""
-  try:
-    found = text_problem(path)
-  except OSError:
-    found = None
-  return found or f"{path}: not UTF-8 text"
-
-
-def read_json(path: str, error: type = UserError):
-  """The JSON value in `path`. A file that is not UTF-8 or not valid JSON
-  raises `error` with one line naming it and where:
-  `/x/c.json: not valid JSON (Expecting ',' delimiter at line 2 column 7)`.
-  """
-  try:
-    with open(path, encoding="utf-8") as f:
-      return json.load(f)
-  except json.JSONDecodeError as e:
-    raise error(f"{path}: not valid JSON ({e.msg} at line {e.lineno} column "
-                f"{e.colno})") from None
-  except UnicodeDecodeError:
-    raise error(utf8_error(path)) from None

@@ -37,7 +37,7 @@ import json
 import os
 from typing import Dict, Iterable, Optional
 
-from data_utils import paths
+from data_utils import path_checks, paths
 from data_utils.atomic import write_json, write_text
 from data_utils.errors import UsageError, UserError
 from data_utils.fingerprint import file_sha256
@@ -179,7 +179,7 @@ def check_outputs(targets: Iterable[str], flag: str, overwrite: bool = False,
 
 def _check_folder(directory: str, flag: str) -> None:
   if paths.is_remote(directory):
-    paths.check_store(directory, flag)
+    path_checks.check_store(directory, flag)
     return
   probe = os.path.abspath(directory)
   while not os.path.exists(probe):

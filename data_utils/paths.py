@@ -10,9 +10,9 @@ match/create vocabulary. Endpoints and credentials are the stores' own:
 moto); Application Default Credentials and `STORAGE_EMULATOR_HOST` for GCS.
 
 What TensorFlow reads and writes itself (checkpoints, SavedModels,
-TFRecord datasets, summaries) goes to TF with the path as given
-(`tf_path`): TF has `gs://` built in, but TF 2.20 has no `s3://`, so such a
-flag is refused in one line before any work.
+TFRecord datasets, summaries) goes to TF with the path as given: TF has
+`gs://` built in, but TF 2.20 has no `s3://`, so such a flag is refused in
+one line before any work (`path_checks.tf_path`).
 
 A bucket has no folders and no rename: `makedirs` does nothing there,
 `isdir` means "some object lies below", and an object appears whole when its
@@ -41,17 +41,13 @@ import re
 import shutil
 import tempfile
 import threading
-from typing import IO, Iterator, List, Optional, Tuple
+from typing import IO, Iterator, List, Optional
 
 from data_utils.errors import UsageError
 
 _URL = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<rest>.*)$")
-# The schemes TensorFlow 2.20 reads and writes itself (besides local paths).
-TF_SCHEMES = ("gs",)
 # What a user installs for each scheme's filesystem.
 _INSTALL = {"gs": "gcsfs", "gcs": "gcsfs", "s3": "s3fs", "s3a": "s3fs"}
-# The bounded wait for a store to answer the first request of a run.
-CHECK_SECONDS = float(os.environ.get("XLNET_TF_STORE_TIMEOUT", "30"))
 
 
 def scheme(path: str) -> str:
@@ -72,7 +68,8 @@ def is_remote(path: str) -> bool:
   return bool(scheme(path))
 
 
-def _local(path: str) -> str:
+def local_path(path: str) -> str:
+  """A local path as the OS names it (`file://` dropped)."""
   match = _URL.match(str(path))
   if match and match.group("scheme").lower() == "file":
     return match.group("rest")
@@ -96,14 +93,14 @@ def absolute(path: str) -> str:
   """
   if is_remote(path):
     return path.rstrip("/") if path.rstrip("/").count("/") > 2 else path
-  return os.path.abspath(_local(path))
+  return os.path.abspath(local_path(path))
 
 
 def join(path: str, *parts: str) -> str:
   """`os.path.join` for local paths, "/"-joined keys for URLs."""
   if is_remote(path):
     return posixpath.join(path, *parts)
-  return os.path.join(_local(path), *parts)
+  return os.path.join(local_path(path), *parts)
 
 
 def dirname(path: str) -> str:
@@ -116,12 +113,12 @@ def dirname(path: str) -> str:
     head = posixpath.dirname(path.rstrip("/"))
     return head if head.count("/") >= 2 and not head.endswith(":/") else \
         path.rstrip("/")
-  return os.path.dirname(_local(path))
+  return os.path.dirname(local_path(path))
 
 
 def basename(path: str) -> str:
   return posixpath.basename(path.rstrip("/")) if is_remote(path) else \
-      os.path.basename(os.path.normpath(_local(path)))
+      os.path.basename(os.path.normpath(local_path(path)))
 
 
 def relpath(path: str, start: str) -> str:
@@ -129,7 +126,7 @@ def relpath(path: str, start: str) -> str:
   if is_remote(path):
     start = start.rstrip("/") + "/"
     return path[len(start):] if path.startswith(start) else path
-  return os.path.relpath(_local(path), _local(start))
+  return os.path.relpath(local_path(path), local_path(start))
 
 
 # ---- filesystems -----------------------------------------------------------
@@ -181,33 +178,33 @@ def _url(path: str, key: str) -> str:
 def exists(path: str) -> bool:
   if is_remote(path):
     return filesystem(path).exists(path)
-  return os.path.exists(_local(path))
+  return os.path.exists(local_path(path))
 
 
 def isfile(path: str) -> bool:
   if is_remote(path):
     return filesystem(path).isfile(path)
-  return os.path.isfile(_local(path))
+  return os.path.isfile(local_path(path))
 
 
 def isdir(path: str) -> bool:
   """A local folder; in a bucket, a bucket or a prefix with objects below."""
   if is_remote(path):
     return filesystem(path).isdir(path)
-  return os.path.isdir(_local(path))
+  return os.path.isdir(local_path(path))
 
 
 def getsize(path: str) -> int:
   if is_remote(path):
     return filesystem(path).size(path)
-  return os.path.getsize(_local(path))
+  return os.path.getsize(local_path(path))
 
 
 def listdir(path: str) -> List[str]:
   """The names in folder `path`, sorted (FileNotFoundError if it has
   none)."""
   if not is_remote(path):
-    return sorted(os.listdir(_local(path)))
+    return sorted(os.listdir(local_path(path)))
   fs = filesystem(path)
   names = sorted({posixpath.basename(p.rstrip("/"))
                   for p in fs.ls(path, detail=False)})
@@ -217,7 +214,7 @@ def listdir(path: str) -> List[str]:
 def walk_files(path: str) -> List[str]:
   """Every file below folder `path`, as paths relative to it, sorted."""
   if not is_remote(path):
-    root = _local(path)
+    root = local_path(path)
     found = []
     for top, _, files in os.walk(root):
       found += [os.path.relpath(os.path.join(top, f), root) for f in files]
@@ -232,7 +229,7 @@ def glob(pattern: str) -> List[str]:
   """The files matching `pattern` (`*`, `?`, `[...]` within one name),
   sorted; URLs keep their scheme."""
   if not is_remote(pattern):
-    return sorted(glob_module.glob(_local(pattern)))
+    return sorted(glob_module.glob(local_path(pattern)))
   fs = filesystem(pattern)
   return sorted(_url(pattern, k) for k in fs.glob(pattern)
                 if fnmatch.fnmatchcase(k, _key(pattern)))
@@ -245,7 +242,7 @@ def open_file(path: str, mode: str = "r", encoding: Optional[str] = None,
   """`open()` for a local path; an fsspec file for a URL (written objects
   appear when the file closes, whole)."""
   if not is_remote(path):
-    return open(_local(path), mode, encoding=encoding, newline=newline)  # pylint: disable=unspecified-encoding
+    return open(local_path(path), mode, encoding=encoding, newline=newline)  # pylint: disable=unspecified-encoding
   if "b" not in mode and encoding is None:
     encoding = "utf-8"
   return filesystem(path).open(path, mode, encoding=encoding,
@@ -260,20 +257,20 @@ def read_bytes(path: str) -> bytes:
 def makedirs(path: str) -> None:
   """Makes a local folder (and its parents); nothing in a bucket."""
   if not is_remote(path):
-    os.makedirs(_local(path), exist_ok=True)
+    os.makedirs(local_path(path), exist_ok=True)
 
 
 def remove(path: str) -> None:
   if is_remote(path):
     filesystem(path).rm_file(path)
   else:
-    os.remove(_local(path))
+    os.remove(local_path(path))
 
 
 def rmtree(path: str) -> None:
   """Removes folder `path` and everything below it (no error if gone)."""
   if not is_remote(path):
-    shutil.rmtree(_local(path), ignore_errors=True)
+    shutil.rmtree(local_path(path), ignore_errors=True)
     return
   fs = filesystem(path)
   keys = fs.find(path)
@@ -281,20 +278,20 @@ def rmtree(path: str) -> None:
     fs.rm(keys)
 
 
-def upload(local_path: str, path: str) -> None:
+def upload(local_file: str, path: str) -> None:
   """Copies a finished local file to `path` (a URL: one object, whole when
   the upload completes; a local path: a copy)."""
   if is_remote(path):
-    filesystem(path).put_file(local_path, path)
+    filesystem(path).put_file(local_file, path)
   else:
-    shutil.copyfile(local_path, _local(path))
+    shutil.copyfile(local_file, local_path(path))
 
 
-def download(path: str, local_path: str) -> None:
+def download(path: str, local_file: str) -> None:
   if is_remote(path):
-    filesystem(path).get_file(path, local_path)
+    filesystem(path).get_file(path, local_file)
   else:
-    shutil.copyfile(_local(path), local_path)
+    shutil.copyfile(local_path(path), local_file)
 
 
 def copy(source: str, target: str) -> None:
@@ -302,7 +299,7 @@ def copy(source: str, target: str) -> None:
   if is_remote(source) and scheme(source) == scheme(target):
     filesystem(source).copy(source, target)
   elif not is_remote(source) and not is_remote(target):
-    shutil.copyfile(_local(source), _local(target))
+    shutil.copyfile(local_path(source), local_path(target))
   else:
     with scratch_dir() as tmp:
       local = os.path.join(tmp, "copy")
@@ -326,148 +323,9 @@ def local_copy(path: str) -> Iterator[str]:
   """A local path holding `path`'s bytes for the block: `path` itself when
   local; else a download into local scratch, removed after."""
   if not is_remote(path):
-    yield _local(path)
+    yield local_path(path)
     return
   with scratch_dir() as tmp:
     local = os.path.join(tmp, basename(path))
     download(path, local)
     yield local
-
-
-# ---- checks ----------------------------------------------------------------
-
-def tf_path(path: str, flag: str) -> str:
-  """`path` for TensorFlow to read or write itself (checkpoints,
-  SavedModels, TFRecord datasets, summaries): a local path made absolute,
-  or a `gs://` URL as given. Any other URL is a one-line UsageError naming
-  `--flag`: TF 2.20 has no filesystem for it.
-
-  >>> tf_path("gs://b/model", "model_dir")
-  'gs://b/model'
-  >>> tf_path("s3://b/model", "model_dir")
-  Traceback (most recent call last):
-  ...
-  data_utils.errors.UsageError: --model_dir=s3://b/model: TensorFlow 2.20 has no s3:// filesystem (it reads and writes this path itself); use gs:// or a local path
-  """
-  name = scheme(path)
-  if name and name not in TF_SCHEMES:
-    raise UsageError(f"--{flag}={path}: TensorFlow 2.20 has no {name}:// "
-                     "filesystem (it reads and writes this path itself); "
-                     "use gs:// or a local path")
-  return absolute(path)
-
-
-def check_store(path: str, flag: str) -> None:
-  """One-line UsageError naming `--flag` unless the store of URL `path` can
-  be used: its filesystem is installed, the endpoint answers (within
-  CHECK_SECONDS), there are credentials, and the bucket exists. Nothing for
-  a local path; writes nothing."""
-  if not is_remote(path):
-    return
-  where = f"--{flag}={path}"
-  try:
-    fs = filesystem(path)
-  except UsageError as e:
-    raise UsageError(f"--{flag}={e}") from None
-  name = bucket(path)
-  if not name:
-    raise UsageError(f"{where}: names no bucket")
-  missing = _with_deadline(lambda: _credentials_missing(path))[0]
-  if missing:
-    raise UsageError(f"{where}: {missing}")
-  # info, not exists: exists answers False for an unreachable endpoint too.
-  _, error = _with_deadline(lambda: fs.info(f"{scheme(path)}://{name}"))
-  if error is None:
-    return
-  if isinstance(error, FileNotFoundError):
-    raise UsageError(f"{where}: bucket {name} does not exist (or these "
-                     "credentials cannot see it)")
-  raise UsageError(f"{where}: {store_problem(path, error)}")
-
-
-def _credentials_missing(path: str) -> Optional[str]:
-  """Why there are no credentials for URL `path`'s store, or None. Asked
-  up front: without them s3fs and gcsfs fall back to anonymous access, and
-  a bucket would then just look missing."""
-  if scheme(path) in ("s3", "s3a"):
-    import botocore.session  # pylint: disable=g-import-not-at-top
-    if botocore.session.get_session().get_credentials() is None:
-      return ("no credentials for s3:// (set AWS_ACCESS_KEY_ID and "
-              "AWS_SECRET_ACCESS_KEY, or an AWS profile)")
-  elif scheme(path) in ("gs", "gcs") and not os.environ.get(
-      "STORAGE_EMULATOR_HOST"):
-    import google.auth  # pylint: disable=g-import-not-at-top
-    try:
-      google.auth.default()
-    except google.auth.exceptions.DefaultCredentialsError:
-      return ("no credentials for gs:// (run gcloud auth application-default"
-              " login, or set GOOGLE_APPLICATION_CREDENTIALS)")
-  return None
-
-
-def _with_deadline(call) -> Tuple[object, Optional[BaseException]]:
-  """`call()`'s result, or the error it raised; a TimeoutError after
-  CHECK_SECONDS (the call goes on in a daemon thread)."""
-  box: dict = {}
-
-  def run():
-    try:
-      box["value"] = call()
-    except BaseException as e:  # pylint: disable=broad-except
-      box["error"] = e
-
-  thread = threading.Thread(target=run, daemon=True)
-  thread.start()
-  thread.join(CHECK_SECONDS)
-  if thread.is_alive():
-    return None, TimeoutError(f"no answer within {CHECK_SECONDS:g} s")
-  return box.get("value"), box.get("error")
-
-
-def store_problem(path: str, error: BaseException) -> str:
-  """What went wrong with a store request, in a few words, from the
-  libraries' exceptions (credentials, endpoint, permission)."""
-  name = type(error).__name__
-  text = " ".join(str(error).split())
-  if name in ("NoCredentialsError", "PartialCredentialsError",
-              "DefaultCredentialsError", "RefreshError"):
-    return f"the credentials for {scheme(path)}:// do not work ({text})"
-  if isinstance(error, TimeoutError) or name in (
-      "EndpointConnectionError", "ConnectTimeoutError",
-      "ClientConnectorError", "ServerTimeoutError", "ConnectionError",
-      "ConnectError", "ClientConnectionError"):
-    endpoint = (os.environ.get("AWS_ENDPOINT_URL") if
-                scheme(path).startswith("s3") else
-                os.environ.get("STORAGE_EMULATOR_HOST"))
-    at = f" at {endpoint}" if endpoint else ""
-    return f"the {scheme(path)}:// endpoint{at} does not answer ({text})"
-  if isinstance(error, PermissionError) or "403" in text or "401" in text:
-    return f"access denied ({text})"
-  return f"{name}: {text}" if text else name
-
-
-def check_writable_dir(path: str, flag: str, value: Optional[str] = None
-                       ) -> None:
-  """UsageError unless `path` is, or can be made as, a writable folder
-  (`value`: the flag's value, where `path` is derived from it, e.g. the
-  folder of a prefix). Locally, the nearest existing ancestor must be a
-  writable folder; in a bucket, the store must answer and the bucket exist
-  (`check_store`). Creates nothing."""
-  where = f"--{flag}={path if value is None else value}"
-  if not path:
-    raise UsageError(f"--{flag} is required")
-  if is_remote(path):
-    check_store(path, flag)
-    if isfile(path):
-      raise UsageError(f"{where}: {path} is an object, not a folder")
-    return
-  probe = os.path.abspath(_local(path))
-  if os.path.exists(probe) and not os.path.isdir(probe):
-    what = "" if value is None else f" {path}"
-    raise UsageError(f"{where}:{what} exists and is not a directory")
-  while not os.path.exists(probe):
-    probe = os.path.dirname(probe)
-  if not os.path.isdir(probe):
-    raise UsageError(f"{where}: {probe} is a file, not a directory")
-  if not os.access(probe, os.W_OK | os.X_OK):
-    raise UsageError(f"{where}: {probe} is not writable")

@@ -30,9 +30,13 @@ bounded pieces, never held whole):
 from __future__ import annotations
 
 import codecs
+import json
 import os
 import stat
 from typing import BinaryIO, Iterator, NamedTuple, Optional, Tuple, Union
+
+from data_utils import paths
+from data_utils.errors import UserError
 
 MAX_LINE_BYTES = 1 << 20   # a text is far shorter; a longer line is dead
 _SKIP_BYTES = 1 << 20      # the piece an over-long line is skipped in
@@ -94,18 +98,27 @@ def file_problem(path: str, text: bool = True) -> Optional[str]:
   but a regular file is refused without being opened (opening a FIFO waits
   for a writer); a UTF-16 or UTF-32 file is named with the command that
   converts it."""
+  if paths.is_remote(path):
+    try:
+      if not paths.isfile(path):
+        return "does not exist"
+    except OSError as e:
+      return f"cannot read ({e.strerror or e})"
+  else:
+    try:
+      mode = os.stat(path).st_mode
+    except FileNotFoundError:
+      return "does not exist" + (" (a broken link?)" if os.path.islink(path)
+                                 else "")
+    except OSError as e:
+      return f"cannot read ({e.strerror or e})"
+    problem = _not_regular(path, mode)
+    if problem:
+      return problem
+  if not text:
+    return None
   try:
-    mode = os.stat(path).st_mode
-  except FileNotFoundError:
-    return "does not exist" + (" (a broken link?)" if os.path.islink(path)
-                               else "")
-  except OSError as e:
-    return f"cannot read ({e.strerror or e})"
-  problem = _not_regular(path, mode)
-  if problem or not text:
-    return problem
-  try:
-    with open(path, "rb") as f:
+    with paths.open_file(path, "rb") as f:
       head = f.read(_HEAD_BYTES)
   except OSError as e:
     return f"cannot read ({e.strerror or e})"
@@ -176,3 +189,54 @@ def size_words(n: int) -> str:
     if n % unit == 0:
       return f"{n // unit} {name}"
   return f"{n} bytes"
+
+
+def text_problem(path: str, reject_nul: bool = False) -> Optional[str]:
+  """Where `path` first stops being UTF-8 text, as `path:line: ...` (line
+  and column 1-based, the column in characters), or None if it is all text.
+  With `reject_nul` a NUL byte also counts (the mark of a binary file).
+
+  Reads the bytes line by line: a text-mode reader decodes whole blocks
+  ahead of the lines it has handed out, so the line it had reached when
+  decoding failed is not the line of the bad byte. (A UTF-8 sequence never
+  contains a newline byte, so lines decode independently.)
+
+  Example (a file whose second line holds the byte 0xff):
+    `/x/train.tsv:2: not UTF-8 text (byte 0xff at column 4)`
+  """
+  with paths.open_file(path, "rb") as f:
+    for line_no, raw in enumerate(f, start=1):
+      try:
+        text = raw.decode("utf-8")
+      except UnicodeDecodeError as e:
+        column = len(raw[:e.start].decode("utf-8")) + 1
+        return (f"{path}:{line_no}: not UTF-8 text (byte 0x{raw[e.start]:02x}"
+                f" at column {column})")
+      if reject_nul and "\0" in text:
+        return (f"{path}:{line_no}: NUL byte at column "
+                f"{text.index(chr(0)) + 1} (a binary file, not text)")
+  return None
+
+
+def utf8_error(path: str) -> str:
+  """The one-line message for a UnicodeDecodeError met reading `path`."""
+  try:
+    found = text_problem(path)
+  except OSError:
+    found = None
+  return found or f"{path}: not UTF-8 text"
+
+
+def read_json(path: str, error: type = UserError):
+  """The JSON value in `path`. A file that is not UTF-8 or not valid JSON
+  raises `error` with one line naming it and where:
+  `/x/c.json: not valid JSON (Expecting ',' delimiter at line 2 column 7)`.
+  """
+  try:
+    with paths.open_file(path, encoding="utf-8") as f:
+      return json.load(f)
+  except json.JSONDecodeError as e:
+    raise error(f"{path}: not valid JSON ({e.msg} at line {e.lineno} column "
+                f"{e.colno})") from None
+  except UnicodeDecodeError:
+    raise error(utf8_error(path)) from None

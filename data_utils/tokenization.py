@@ -10,12 +10,12 @@ SentencePiece quirk: "▁2000," is one piece, "▁2000" another).
 
 from __future__ import annotations
 
-import os
 import unicodedata
 from typing import Iterable, List, Sequence
 
 import sentencepiece as spm
 
+from data_utils import paths
 from data_utils.errors import UserError
 
 SPIECE_UNDERLINE = "\u2581"
@@ -101,14 +101,17 @@ class SentencePieceTokenizer:
 
   def __init__(self, model_path: str, lower: bool = False,
                keep_accents: bool = False):
-    if not os.path.isfile(model_path):
+    if not paths.isfile(model_path):
       raise TokenizerError(f"{model_path}: SentencePiece model not found")
     self.model_path = model_path
     self.lower = lower
     self.keep_accents = keep_accents
     self.sp = spm.SentencePieceProcessor()
     try:
-      self.sp.Load(model_path)
+      if paths.is_remote(model_path):  # SentencePiece opens local files only
+        self.sp.LoadFromSerializedProto(paths.read_bytes(model_path))
+      else:
+        self.sp.Load(model_path)
     except (OSError, RuntimeError) as e:
       raise TokenizerError(
           f"{model_path}: not a SentencePiece model ({e})") from None

@@ -17,10 +17,10 @@ import sentencepiece as spm
 from absl import flags
 
 from data_utils.atomic import atomic_path, temp_dir
-from data_utils.paths import check_writable_dir
 from data_utils.errors import (UsageError, UserError, check_positive,
-                               run_app, run_main,
-                               text_problem)
+                               run_app, run_main)
+from data_utils.path_checks import check_writable_dir
+from data_utils.text_files import text_problem
 from data_utils.tokenization import SentencePieceTokenizer
 
 CONTROL = ["<cls>", "<sep>", "<pad>", "<mask>", "<eod>"]

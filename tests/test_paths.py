@@ -14,7 +14,7 @@ import uuid
 
 import pytest
 
-from data_utils import paths
+from data_utils import path_checks, paths
 from data_utils.errors import UsageError
 from object_stores import make_gcs_bucket
 
@@ -22,7 +22,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 SCRIPT = r"""
 import json, os, sys
-from data_utils import fingerprint, paths
+from data_utils import fingerprint, path_checks, paths
 root = sys.argv[1]
 out = {}
 paths.makedirs(paths.join(root, "d", "sub"))
@@ -58,7 +58,7 @@ try:
   out["missing"] = None
 except FileNotFoundError:
   out["missing"] = "FileNotFoundError"
-paths.check_store(root, "output_dir")
+path_checks.check_store(root, "output_dir")
 print(json.dumps(out))
 """
 
@@ -114,10 +114,10 @@ def test_gcs_same_as_local(gcs_server, local_result):
 
 CHECK = r"""
 import sys
-from data_utils import paths
+from data_utils import path_checks
 from data_utils.errors import UsageError
 try:
-  paths.check_store(sys.argv[1], "output_dir")
+  path_checks.check_store(sys.argv[1], "output_dir")
   print("ok")
 except UsageError as e:
   print(e)
@@ -168,14 +168,14 @@ def test_unreachable_endpoint_line(s3_server):
 
 def test_unknown_scheme_line():
   with pytest.raises(UsageError) as e:
-    paths.check_store("abc://b/out", "output_dir")
+    path_checks.check_store("abc://b/out", "output_dir")
   assert str(e.value) == ("--output_dir=abc://b/out: no filesystem for "
                           "abc:// is installed (no fsspec filesystem knows "
                           "it)")
 
 
 def test_tf_path_refuses_s3_and_keeps_gs(tmp_path):
-  assert paths.tf_path("gs://b/m", "model_dir") == "gs://b/m"
-  assert paths.tf_path("rel", "model_dir") == os.path.abspath("rel")
+  assert path_checks.tf_path("gs://b/m", "model_dir") == "gs://b/m"
+  assert path_checks.tf_path("rel", "model_dir") == os.path.abspath("rel")
   with pytest.raises(UsageError, match=r"^--init_checkpoint=s3://b/c: "):
-    paths.tf_path("s3://b/c", "init_checkpoint")
+    path_checks.tf_path("s3://b/c", "init_checkpoint")

@@ -12,7 +12,8 @@ import os
 from typing import Any, Optional
 
 from data_utils.atomic import write_json
-from data_utils.errors import UserError, read_json
+from data_utils.errors import UserError
+from data_utils.text_files import read_json
 
 
 class ConfigError(UserError):

@@ -44,7 +44,8 @@ import sys
 from typing import List, Optional, Sequence
 
 
-from data_utils.errors import UsageError, read_json, run_main
+from data_utils.errors import UsageError, run_main
+from data_utils.text_files import read_json
 from xlnet_tf.checkpoint_files import is_native_checkpoint, resolve_checkpoint
 from xlnet_tf.config import ConfigError, RunOptions, XLNetConfig
 from xlnet_tf.io import (is_hf_directory, load_hf_weights,

@@ -21,7 +21,8 @@ import os
 import sys
 from typing import Dict, List, Optional, Sequence
 
-from data_utils.errors import UsageError, UserError, utf8_error
+from data_utils.errors import UsageError, UserError
+from data_utils.text_files import utf8_error
 
 csv.field_size_limit(sys.maxsize)
 

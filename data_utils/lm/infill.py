@@ -25,7 +25,8 @@ import re
 from dataclasses import dataclass, field
 from typing import List, Optional, Sequence, Tuple
 
-from data_utils.errors import UserError, utf8_error
+from data_utils.errors import UserError
+from data_utils.text_files import utf8_error
 from data_utils.lm.texts import read_numbered_texts, text_format
 from data_utils.tokenization import MASK_ID, SPIECE_UNDERLINE, UNK_ID
 

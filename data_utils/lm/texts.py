@@ -10,7 +10,8 @@ import json
 import os
 from typing import List, Optional, Tuple
 
-from data_utils.errors import UserError, utf8_error
+from data_utils.errors import UserError
+from data_utils.text_files import utf8_error
 
 
 def text_format(path: str, column: Optional[str] = None) -> str:

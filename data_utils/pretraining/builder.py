@@ -31,9 +31,9 @@ import numpy as np
 from absl import logging
 
 from data_utils.atomic import temp_dir, write_json
-from data_utils.paths import check_writable_dir
 from data_utils.errors import UsageError, check_positive
 from data_utils.fingerprint import file_sha256
+from data_utils.path_checks import check_writable_dir
 from data_utils.pretraining import (examples, fast_examples, ids_cache,
                                     save_dir as save_dirs, task_split)
 from data_utils.pretraining.examples import DataError, PretrainDataConfig

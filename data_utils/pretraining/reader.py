@@ -27,7 +27,7 @@ from typing import Dict, List, Optional
 
 import tensorflow as tf
 
-from data_utils.errors import read_json
+from data_utils.text_files import read_json
 from data_utils.pretraining.examples import DataError, PretrainDataConfig
 from data_utils.records import record_problem
 from data_utils.tokenization import CLS_ID, SEP_ID

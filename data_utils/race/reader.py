@@ -14,7 +14,7 @@ import os
 from typing import List
 
 from data_utils.classification.reader import TaskDataError, text_files
-from data_utils.errors import read_json
+from data_utils.text_files import read_json
 
 LEVELS = ("middle", "high")
 N_CHOICE = 4

@@ -16,7 +16,8 @@ from typing import Dict, List
 
 from absl import logging
 
-from data_utils.errors import UserError, read_json
+from data_utils.errors import UserError
+from data_utils.text_files import read_json
 
 
 class SquadDataError(UserError):

@@ -34,9 +34,9 @@ import tensorflow as tf
 from absl import logging
 
 from data_utils.atomic import host_name, writer_gone
-from data_utils.paths import check_writable_dir
-from data_utils.errors import (UsageError, UserError, 
+from data_utils.errors import (UsageError, UserError,
                                disk_full_is)
+from data_utils.path_checks import check_writable_dir
 from xlnet_tf.version import __version__
 
 EXPORT_MARKER = "xlnet_tf_export.json"

@@ -14,9 +14,9 @@ from typing import Dict, List, Optional
 
 from absl import logging
 
-from data_utils.paths import check_writable_dir
-from data_utils.errors import (UsageError, UserError, check_positive)
+from data_utils.errors import UsageError, UserError, check_positive
 from data_utils.outputs import check_outputs, write_output
+from data_utils.path_checks import check_writable_dir
 from data_utils.tokenization import SentencePieceTokenizer
 from xlnet_tf.io import (check_init_checkpoint, load_checkpoint,
                          load_native_checkpoint)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from typing import Optional, Tuple
 
-from data_utils.errors import read_json
+from data_utils.text_files import read_json
 from xlnet_tf.checkpoint_files import CheckpointError, resolve_checkpoint
 from xlnet_tf.config import ConfigError, RunOptions, XLNetConfig
 from xlnet_tf.encoder import XLNetModel

@@ -13,8 +13,8 @@ from typing import Iterable, Optional, Tuple
 from absl import flags
 
 from data_utils.atomic import atomic_path
-from data_utils.paths import check_writable_dir
 from data_utils.errors import UsageError, check_positive
+from data_utils.path_checks import check_writable_dir
 from data_utils.tokenization import SentencePieceTokenizer
 from xlnet_tf.config import XLNetConfig
 from xlnet_tf.io import check_checkpoint
