@@ -151,11 +151,11 @@ def refused(res):
   return res.stderr.strip().splitlines()[-1]
 
 
-def refused_line(script, args, timeout=600):
-  """Runs entry script `script` (from the project root) with `args`;
-  asserts it refused as a user error does (exit code 2, no traceback) and
-  returns its last stderr line."""
-  return refused(run([sys.executable, script, *args], timeout))
+def refused_line(script, args, timeout=600, env=None):
+  """Runs entry script `script` (from the project root) with `args` (and
+  `env` added); asserts it refused as a user error does (exit code 2, no
+  traceback) and returns its last stderr line."""
+  return refused(run([sys.executable, script, *args], timeout, env))
 
 
 # Slow runs side by side ------------------------------------------------------
@@ -174,13 +174,13 @@ _EARLY = {}
 _OVER = threading.Event()  # the session ended: start nothing more
 
 
-def run(cmd, timeout=900):
+def run(cmd, timeout=900, env=None, cwd=ROOT):
   """subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-  from the project root, with the session's environment; killed if the
-  session ends first."""
+  from `cwd` (the project root), with the session's environment plus `env`
+  (e.g. an object-store fixture's); killed if the session ends first."""
   if _OVER.is_set():
     raise RuntimeError("the test session is over")
-  with subprocess.Popen(cmd, cwd=ROOT, env=_ENV, text=True,
+  with subprocess.Popen(cmd, cwd=cwd, env={**_ENV, **(env or {})}, text=True,
                         stdout=subprocess.PIPE,
                         stderr=subprocess.PIPE) as proc:
     with _LOCK:
@@ -196,10 +196,10 @@ def run(cmd, timeout=900):
   return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
-def start(cmd, timeout=900):
-  """`run(cmd, timeout)` begun now on a background thread; `.result()`
-  waits for its CompletedProcess."""
-  return _NOW.submit(run, cmd, timeout)
+def start(cmd, timeout=900, env=None, cwd=ROOT):
+  """`run(cmd, timeout, env, cwd)` begun now on a background thread;
+  `.result()` waits for its CompletedProcess."""
+  return _NOW.submit(run, cmd, timeout, env, cwd)
 
 
 def pytest_configure(config):
