@@ -202,6 +202,16 @@ def make_gcs_bucket(store, name):
     assert response.status == 200, response.status
 
 
+def make_s3_bucket(store, name):
+  """Creates bucket `name` on S3 server `store` (s3_server's)."""
+  import boto3  # the cloud-test extra; imported only by tests that use S3
+  env = store.env
+  boto3.client("s3", endpoint_url=store.url,
+               aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+               aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+               region_name=env["AWS_DEFAULT_REGION"]).create_bucket(Bucket=name)
+
+
 def tf_gcs_env(proxy_url, ca_path):
   """What TensorFlow's GCS filesystem (TF 2.20) needs to reach the proxy:
   libcurl's https_proxy and CURL_CA_BUNDLE; a fixed bearer token

@@ -16,7 +16,7 @@ import pytest
 
 from data_utils import path_checks, paths
 from data_utils.errors import UsageError
-from object_stores import make_gcs_bucket
+from object_stores import make_gcs_bucket, make_s3_bucket
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -90,11 +90,7 @@ def test_local_answers(local_result):
 
 def _s3_bucket(s3_server):
   name = f"paths-{uuid.uuid4().hex[:10]}"
-  env = dict(os.environ, **s3_server.env)
-  subprocess.run([sys.executable, "-c",
-                  "import boto3,sys; boto3.client('s3').create_bucket("
-                  "Bucket=sys.argv[1])", name], env=env, check=True,
-                 timeout=120)
+  make_s3_bucket(s3_server, name)
   return name
 
 
