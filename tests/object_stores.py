@@ -108,7 +108,7 @@ def _answers(url):
     return False
 
 
-def _stop(proc):
+def stop_server(proc):
   if proc.poll() is None:
     os.kill(proc.pid, signal.SIGTERM)
     try:
@@ -135,7 +135,7 @@ def _start(name, argv_for, probe_path, log_dir):
         return proc, url
       time.sleep(0.1)
     exited = proc.poll() is not None
-    _stop(proc)
+    stop_server(proc)
     with open(log_path, errors="replace") as f:
       tail = f.read()[-2000:]
     if not exited:
@@ -144,19 +144,16 @@ def _start(name, argv_for, probe_path, log_dir):
   pytest.fail(f"{name} exited at start 3 times; its last log:\n{tail}")
 
 
-@pytest.fixture(scope="session")
-def s3_server(tmp_path_factory):
-  """moto's S3 server: Store(url, env=s3_env(url), pid)."""
+def start_s3_server(log_dir):
+  """moto's S3 server on a free port: (process, Store). Also used by
+  benchmarks/bench_buckets.py, outside pytest."""
   moto = os.path.join(os.path.dirname(sys.executable), "moto_server")
   if not os.path.exists(moto):
     _missing("moto[server]")
   proc, url = _start("moto_server",
                      lambda port: [moto, "-H", "127.0.0.1", "-p", str(port)],
-                     "/moto-api/", tmp_path_factory.mktemp("s3_server"))
-  try:
-    yield Store(url, s3_env(url), proc.pid)
-  finally:
-    _stop(proc)
+                     "/moto-api/", str(log_dir))
+  return proc, Store(url, s3_env(url), proc.pid)
 
 
 def _fake_gcs_binary():
@@ -174,10 +171,9 @@ def _fake_gcs_binary():
   return path
 
 
-@pytest.fixture(scope="session")
-def gcs_server(tmp_path_factory):
-  """fake-gcs-server, in memory over http: Store(url, env=gcs_env(url), pid).
-  Its upload session URLs name the host it was called by, over http
+def start_gcs_server(log_dir):
+  """fake-gcs-server, in memory over http, on a free port: (process,
+  Store). Its upload session URLs name the host it was called by, over http
   (gcsfs: this url; the TF proxy turns them into https)."""
   binary = _fake_gcs_binary()
 
@@ -185,12 +181,28 @@ def gcs_server(tmp_path_factory):
     return [binary, "-scheme", "http", "-backend", "memory",
             "-host", "127.0.0.1", "-port", str(port),
             "-external-url", f"http://127.0.0.1:{port}", "-log-level", "warn"]
-  proc, url = _start("fake-gcs-server", argv, "/storage/v1/b",
-                     tmp_path_factory.mktemp("gcs_server"))
+  proc, url = _start("fake-gcs-server", argv, "/storage/v1/b", str(log_dir))
+  return proc, Store(url, gcs_env(url), proc.pid)
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+  """moto's S3 server: Store(url, env=s3_env(url), pid)."""
+  proc, store = start_s3_server(tmp_path_factory.mktemp("s3_server"))
   try:
-    yield Store(url, gcs_env(url), proc.pid)
+    yield store
   finally:
-    _stop(proc)
+    stop_server(proc)
+
+
+@pytest.fixture(scope="session")
+def gcs_server(tmp_path_factory):
+  """fake-gcs-server: Store(url, env=gcs_env(url), pid)."""
+  proc, store = start_gcs_server(tmp_path_factory.mktemp("gcs_server"))
+  try:
+    yield store
+  finally:
+    stop_server(proc)
 
 
 def make_gcs_bucket(store, name):
