@@ -6,11 +6,14 @@ settings, the content fingerprints of its inputs (the parsed examples, the
 SentencePiece model's bytes; see `data_utils.fingerprint`). It is reused
 only when both match and its records read back whole (every CRC, the
 recorded count); otherwise, or with `overwrite`, it is built again in place.
-Files appear atomically (`write_records`) and the stale temp files of a
-killed build are removed on the next build (`prepare_cache_dir`). Records
+Files appear atomically (`write_records`; in a bucket, a finished local
+file is uploaded) and the stale temp files of a killed build are removed on
+the next build (`prepare_cache_dir`). Any path here may be a bucket's URL
+(`data_utils.paths`); TensorFlow itself only ever sees local files. Records
 are serialized deterministically (`example_bytes`): same features, same
 bytes. Each task's record layout is in its own `records` module
-(`data_utils/<task>/records.py`).
+(`data_utils/<task>/records.py`). TensorFlow is imported on first use: a
+job that is refused before any work never loads it.
 """
 
 from __future__ import annotations
@@ -19,14 +22,17 @@ import hashlib
 import json
 import os
 import re
-from typing import Iterable, Optional, Sequence
+from typing import TYPE_CHECKING, Iterable, Optional, Sequence
 
 import numpy as np
-import tensorflow as tf
 from absl import logging
 
+from data_utils import paths
 from data_utils.atomic import atomic_path, remove_stale_temps
 from data_utils.fingerprint import file_sha256, items_sha256
+
+if TYPE_CHECKING:  # the annotations only
+  import tensorflow as tf
 
 
 def feature_file(output_dir: str, name: str, split: str, length: int,
@@ -39,21 +45,24 @@ def feature_file(output_dir: str, name: str, split: str, length: int,
     'out/rte.dev.len-128.e4ad4daad53a.tf_record'
   """
   key = hashlib.sha1(json.dumps(settings, sort_keys=True).encode()).hexdigest()
-  return os.path.join(output_dir, f"{name}.{split}.len-{length}."
-                      f"{key[:12]}.tf_record")
+  return paths.join(output_dir, f"{name}.{split}.len-{length}."
+                    f"{key[:12]}.tf_record")
 
 
 def int_feature(values) -> tf.train.Feature:
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
 
 
 def float_feature(values) -> tf.train.Feature:
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   return tf.train.Feature(float_list=tf.train.FloatList(value=values))
 
 
 def example_bytes(record: dict) -> bytes:
   """One `tf.train.Example` of `{key: tf.train.Feature}`, serialized with
   its map entries in key order: same features, same bytes."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   return tf.train.Example(features=tf.train.Features(
       feature=record)).SerializeToString(deterministic=True)
 
@@ -65,6 +74,7 @@ def write_records(path: str, records: Iterable[bytes],
   written, just before the rename: records without an info are never
   reused, so a build killed between the two renames cannot pair new records
   with an old info, and a build that fails earlier keeps the old cache."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   n = 0
   with atomic_path(path) as tmp:
     with tf.io.TFRecordWriter(tmp) as writer:
@@ -91,6 +101,7 @@ def count_records(path: str) -> int:
   and data CRCs are checked); raises TF's DataLossError on a bad record.
   Batched, so the per-record cost of the dataset vanishes (see
   benchmarks/README.md)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   ds = tf.data.TFRecordDataset(path, buffer_size=1 << 22).batch(1024)
   return int(ds.reduce(np.int64(0), lambda n, batch: n + tf.cast(
       tf.shape(batch)[0], tf.int64)))
@@ -101,7 +112,15 @@ def record_problem(path: str, expected: Optional[int] = None
   """What is wrong with a TFRecord file, or None when every record reads
   back (and there are `expected` of them): `corrupted record at offset N`,
   `truncated record at offset N` (N as TensorFlow gives it), `N records,
-  expected M`, or the read error."""
+  expected M`, or the read error. A file in a bucket is read from a local
+  copy (TF 2.20 has no `s3://`)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  if paths.is_remote(path):
+    try:
+      with paths.local_copy(path) as local:
+        return record_problem(local, expected)
+    except FileNotFoundError:
+      return "no such file"
   try:
     n = count_records(path)
   except tf.errors.DataLossError as e:
@@ -120,7 +139,7 @@ def read_info(info_path: str) -> Optional[dict]:
   """A cache's JSON info, or None (with a warning) when it is unreadable,
   cut short or not an object: such a cache is built again."""
   try:
-    with open(info_path, encoding="utf-8") as f:
+    with paths.open_file(info_path, encoding="utf-8") as f:
       info = json.load(f)
   except FileNotFoundError:
     return None
@@ -141,7 +160,7 @@ def reusable_info(path: str, settings: dict, inputs: Optional[dict] = None,
   with the fingerprints `inputs`, whose records all read back (the number
   in its info's `count_key`), plus its `path`; None when it must be built
   (missing, other settings or inputs, corrupt: the reason is logged)."""
-  if not os.path.exists(path):
+  if not paths.exists(path):
     return None
   info = read_info(path + ".json")
   if info is None or info.get("settings") != settings:
@@ -163,14 +182,17 @@ def forget_info(info_path: str) -> None:
   """Removes a cache's info just before its new records are renamed into
   place: records without an info are never reused, so a build killed
   between the two renames cannot pair new records with an old info."""
-  if os.path.lexists(info_path):
+  if paths.is_remote(info_path):
+    if paths.exists(info_path):
+      paths.remove(info_path)
+  elif os.path.lexists(info_path):
     os.remove(info_path)
 
 
 def prepare_cache_dir(output_dir: str) -> None:
   """Makes `output_dir` and removes the temp files that killed builds of
   ours left there."""
-  os.makedirs(output_dir, exist_ok=True)
+  paths.makedirs(output_dir)
   for stale in remove_stale_temps(output_dir):
     logging.info("removed %s (left by an interrupted build)", stale)
 
@@ -194,6 +216,7 @@ def records_dataset(path: str, spec: dict, batch_size: int,
   """Batches of one feature file parsed with `spec` (int64 -> int32):
   training repeats and shuffles (seeded), inference keeps every record in
   file order; each input pipeline reads its shard; `skip_batches` resumes."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
   def parse(record):
     ex = tf.io.parse_single_example(record, spec)

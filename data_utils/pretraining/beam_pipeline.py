@@ -10,9 +10,11 @@ unit is a function of the job alone and writes to a temp name, then
 renames. A (task, pass) already built is kept. The driver checks what the
 job will write before the pipeline starts (one build per save_dir, the
 output ledger: `save_dir.py`); each build unit records its files in the
-ledger under its lock, and the last step records `corpus_info.json`. The
-input files and `save_dir` must be visible to every worker (one disk
-locally; a shared file system on a cluster).
+ledger under its lock, and the last step records `corpus_info.json`.
+Workers share nothing but the inputs and `save_dir`, which may be buckets
+(`gs://`, `s3://`; on a cluster with no shared disk they must be): the ids
+cache is under `save_dir`, and each unit keeps its pass stream in its own
+local temp folder, removed when the unit ends.
 
 Counters (`xlnet_tf.pretrain_data`): lines, pieces, examples, files; each
 pass also logs its own progress (rate, ETA) where the worker logs.
@@ -25,7 +27,7 @@ from typing import List, Tuple
 
 from absl import logging
 
-from data_utils import beam_jobs
+from data_utils import beam_jobs, paths
 from data_utils.errors import UserError
 from data_utils.pretraining import builder, save_dir
 from data_utils.pretraining.builder import BuildJob
@@ -99,8 +101,8 @@ def run(job: BuildJob, beam_args: List[str]) -> dict:
     builder.check_job(job, range(job.num_task), with_corpus_info=True)
     logging.info("Beam build: %d input range(s), %d task(s) x %d pass(es)",
                  len(ranges), job.num_task, len(job.pass_ids))
-    os.makedirs(job.cache_dir, exist_ok=True)
-    os.makedirs(job.tfrecord_dir, exist_ok=True)
+    paths.makedirs(job.cache_dir)
+    paths.makedirs(job.tfrecord_dir)
     pipeline = beam.Pipeline(options=PipelineOptions(beam_args))
     ids = (pipeline
            | "Ranges" >> beam.Create(ranges)

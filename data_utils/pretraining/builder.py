@@ -16,20 +16,22 @@ The plain CLI runs them for one task (`build_task`); the Beam pipeline
 (`beam_pipeline.py`) for every task and pass. Before any of them, the
 driver checks what the run will write (`check_job`: one build per save_dir,
 the output ledger; `save_dir.py`), and each unit records what it wrote.
-Files appear atomically (temp name, then rename). Pass streams are
-memory-mapped files, so a worker's memory does not grow with its task's
-size.
+Files appear atomically (temp name, then rename; in a bucket, an upload of
+a finished local file). Pass streams are memory-mapped files in local
+scratch, so a worker's memory does not grow with its task's size, and a
+unit needs no other unit's disk: the inputs, the ids cache and the outputs
+may all be in a bucket.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 from absl import logging
 
+from data_utils import paths
 from data_utils.atomic import temp_dir, write_json
 from data_utils.errors import UsageError, check_positive
 from data_utils.fingerprint import file_sha256
@@ -37,14 +39,13 @@ from data_utils.path_checks import check_writable_dir
 from data_utils.pretraining import (examples, fast_examples, ids_cache,
                                     save_dir as save_dirs, task_split)
 from data_utils.pretraining.examples import DataError, PretrainDataConfig
-from data_utils.pretraining.save_dir import format_name, record_info_path
+from data_utils.pretraining.save_dir import (RECORD_FORMAT, already_built,
+                                              format_name, record_info_path)
 from data_utils.pretraining.task_split import InputRange
 from data_utils.progress import Progress
-from data_utils.records import (prepare_cache_dir, read_info, record_problem,
-                                write_records)
+from data_utils.records import prepare_cache_dir, write_records
 from data_utils.tokenization import SentencePieceTokenizer
 
-RECORD_FORMAT = "xlnet-tf/pretrain/v2"
 # Steps between drops of the pass stream's mapped pages (MappedStream): a
 # step maps a few MB (its windows and random B spans), so the resident set
 # stays near 8 steps' worth whatever the stream's length.
@@ -75,14 +76,16 @@ class BuildJob:
   max_batches: int
   # Replace a file of this run's names that the ledger does not list.
   overwrite: bool = False
+  # The inputs' common folder: record-infos name inputs relative to it.
+  input_root: str = ""
 
   @property
   def tfrecord_dir(self) -> str:
-    return os.path.join(self.save_dir, save_dirs.TFRECORDS)
+    return paths.join(self.save_dir, save_dirs.TFRECORDS)
 
   @property
   def cache_dir(self) -> str:
-    return os.path.join(self.save_dir, save_dirs.IDS_CACHE)
+    return paths.join(self.save_dir, save_dirs.IDS_CACHE)
 
   @property
   def num_task(self) -> int:
@@ -114,7 +117,7 @@ def prepare_job(input_paths: Sequence[str], cfg: PretrainDataConfig,
     raise DataError("no input file matches the input glob")
   if not sp_path:
     raise DataError("--sp_path is required (span sampling needs the pieces)")
-  if os.path.exists(sp_path):  # a missing one: the tokenizer's own line
+  if paths.exists(sp_path):  # a missing one: the tokenizer's own line
     task_split.check_input_files([sp_path], f"sp_path={sp_path}",
                                   text=False)
   task_split.check_input_files(input_paths)
@@ -130,22 +133,23 @@ def prepare_job(input_paths: Sequence[str], cfg: PretrainDataConfig,
   return BuildJob(
       cfg=cfg, tasks=tuple(tuple(t) for t in tasks),
       split_by=task_split.split_record(len(tasks), task_size_mb),
-      save_dir=os.path.abspath(save_dir), sp_path=os.path.abspath(sp_path),
+      save_dir=paths.absolute(save_dir), sp_path=paths.absolute(sp_path),
       sp_sha256=file_sha256(sp_path), vocab_size=vocab.vocab_size,
       from_raw_text=from_raw_text, split=split, seed=seed,
       pass_ids=tuple(pass_ids), max_batches=max_batches,
-      overwrite=overwrite)
+      overwrite=overwrite, input_root=task_split.input_root(
+          [paths.absolute(p) for p in input_paths]))
 
 
 def record_path(job: BuildJob, task: int, pass_id: int) -> str:
-  return os.path.join(job.tfrecord_dir, format_name(
+  return paths.join(job.tfrecord_dir, format_name(
       f"{job.split}-{task}-{pass_id}", job.cfg, "tfrecords"))
 
 
 def claimed(job: BuildJob):
   """`save_dir.claimed` for the job's build (making save_dir): hold it
   from the checks to the end of the build."""
-  os.makedirs(job.save_dir, exist_ok=True)
+  paths.makedirs(job.save_dir)
   return save_dirs.claimed(job.save_dir,
                            save_dirs.build_settings(corpus_info(job)))
 
@@ -160,7 +164,7 @@ def check_job(job: BuildJob, tasks: Sequence[int], with_corpus_info: bool
                             save_dirs.build_settings(corpus_info(job)))
   save_dirs.check_ids_cache(job.save_dir)
   if with_corpus_info:  # never onto an input, even with --overwrite
-    save_dirs.check_free(job.save_dir, [os.path.join(
+    save_dirs.check_free(job.save_dir, [paths.join(
         job.save_dir, save_dirs.CORPUS_INFO)], job.overwrite,
                          [r.path for r in job.unique_ranges()])
   save_dirs.check_passes_free(job.save_dir, [
@@ -194,30 +198,37 @@ def range_ids(job: BuildJob, r: InputRange, count: Count = _no_count
   sha = ids_cache.range_sha256(r)
   settings = {"uncased": job.cfg.uncased, "use_eod": job.cfg.use_eod,
               "from_raw_text": job.from_raw_text}
-  path = os.path.join(job.cache_dir, ids_cache.cache_key(
+  path = paths.join(job.cache_dir, ids_cache.cache_key(
       sha, job.sp_sha256, settings) + ".ids")
-  if os.path.exists(path):
+  if paths.exists(path):
     logging.info("%s [%d, %d): ids cached in %s", r.path, r.begin, r.end,
                  path)
     return sha, path
   encode = _tokenizer(job).encode_ids if job.from_raw_text else None
-  os.makedirs(job.cache_dir, exist_ok=True)
+  paths.makedirs(job.cache_dir)
   ids_cache.tokenize_range(r, encode, job.cfg.use_eod, path, count)
   return sha, path
 
 
 def task_info(job: BuildJob, task: int, shas: Sequence[str]) -> dict:
-  """What a task's record-infos say besides the pass: the inputs (paths,
-  byte ranges and content), the model and the split."""
+  """What a task's record-infos say besides the pass: the inputs (names
+  relative to their common folder, byte ranges and content), the model
+  (file name and content) and the split. Where the files lie is left out:
+  the same job gives the same bytes on a disk or in a bucket."""
   ranges = job.tasks[task]
-  return {"sp_path": job.sp_path, "vocab_size": job.vocab_size,
+  return {"sp_path": paths.basename(job.sp_path),
+          "vocab_size": job.vocab_size,
           "from_raw_text": job.from_raw_text, "num_task": job.num_task,
           "task_split": job.split_by,
-          "input_files": [r.path for r in ranges],
-          "input_ranges": [r.to_list() for r in ranges],
+          "input_files": [_name(job, r) for r in ranges],
+          "input_ranges": [[_name(job, r), r.begin, r.end] for r in ranges],
           "max_batches": job.max_batches,
           # content, so an edited corpus or model is built again
           "input_sha256": list(shas), "sp_sha256": job.sp_sha256}
+
+
+def _name(job: BuildJob, r: InputRange) -> str:
+  return task_split.input_name(r.path, job.input_root)
 
 
 def build_pass(data: np.ndarray, sent_ids: np.ndarray,
@@ -232,7 +243,7 @@ def build_pass(data: np.ndarray, sent_ids: np.ndarray,
   that many host steps (quick experiments)."""
   rng = np.random.default_rng([seed, task, pass_id])
   name = format_name(f"{split}-{task}-{pass_id}", cfg, "tfrecords")
-  path = os.path.join(tfrecord_dir, name)
+  path = paths.join(tfrecord_dir, name)
   total = examples.max_host_steps(len(data), cfg)
   if max_batches:
     total = min(total, max_batches)
@@ -270,43 +281,6 @@ def build_pass(data: np.ndarray, sent_ids: np.ndarray,
   return info
 
 
-# Where the files are does not matter, only what they hold.
-_PATH_KEYS = ("sp_path", "input_files", "input_ranges")
-
-
-def already_built(info_path: str, info_extra: dict, seed: int,
-                  cfg: PretrainDataConfig) -> Optional[dict]:
-  """The record-info at `info_path` when its pass was built from the same
-  bytes with the same settings and its records all read back; else None
-  (it is built again)."""
-  old = read_info(info_path)
-  if old is None:
-    return None
-  same = all(old.get(k) == v for k, v in info_extra.items()
-             if k not in _PATH_KEYS)
-  if not (same and old.get("seed") == seed
-          and old.get("config") == cfg.to_dict()
-          and old.get("format") == RECORD_FORMAT):
-    logging.info("%s: inputs or settings changed; building it again",
-                 info_path)
-    return None
-  names = old.get("filenames")
-  if not isinstance(names, list) or len(names) != 1:
-    return None
-  path = os.path.join(os.path.dirname(info_path), str(names[0]))
-  if not os.path.exists(path):
-    return None
-  count = old.get("num_example")
-  problem = record_problem(path, count) if isinstance(count, int) else \
-      "its record-info has no num_example"
-  if problem:
-    logging.warning("%s: %s; building it again", path, problem)
-    return None
-  logging.info("%s: already built from these inputs with these settings, "
-               "kept", info_path)
-  return old
-
-
 def build_task_pass(job: BuildJob, task: int, pass_id: int,
                     inputs: Sequence[Tuple[str, str]],
                     count: Count = _no_count) -> Tuple[dict, bool]:
@@ -329,7 +303,7 @@ def build_task_pass(job: BuildJob, task: int, pass_id: int,
                     f"({', '.join(r.path for r in job.tasks[task][:3])})")
   order = np.random.default_rng([job.seed, task, pass_id, 1]).permutation(
       len(inputs))
-  with temp_dir(job.cache_dir) as work:
+  with _scratch(job) as work:
     ids_path, sent_path, _ = ids_cache.write_pass_stream(
         [p for _, p in inputs], order, work)
     with ids_cache.MappedStream(ids_path, sent_path) as stream:
@@ -341,6 +315,15 @@ def build_task_pass(job: BuildJob, task: int, pass_id: int,
   return info, True
 
 
+def _scratch(job: BuildJob):
+  """Where a unit keeps its pass stream: beside the ids cache on a disk (as
+  big as the task; the system temp folder may be small), in the unit's own
+  local temp folder when the cache is in a bucket."""
+  if paths.is_remote(job.cache_dir):
+    return paths.scratch_dir()
+  return temp_dir(job.cache_dir)
+
+
 def corpus_info(job: BuildJob) -> dict:
   """The build as a whole: settings, model, split and every task's
   ranges (the same whoever writes it)."""
@@ -349,7 +332,8 @@ def corpus_info(job: BuildJob) -> dict:
           "vocab_size": job.vocab_size, "from_raw_text": job.from_raw_text,
           "num_task": job.num_task, "task_split": job.split_by,
           "pass_ids": list(job.pass_ids), "max_batches": job.max_batches,
-          "tasks": [[r.to_list() for r in ranges] for ranges in job.tasks]}
+          "tasks": [[[_name(job, r), r.begin, r.end] for r in ranges]
+                    for ranges in job.tasks]}
 
 
 def write_corpus_info(job: BuildJob) -> str:
@@ -358,7 +342,7 @@ def write_corpus_info(job: BuildJob) -> str:
   info = corpus_info(job)
   info["pass_ids"] = save_dirs.merged_pass_ids(
       job.save_dir, save_dirs.build_settings(info), job.pass_ids)
-  path = os.path.join(job.save_dir, save_dirs.CORPUS_INFO)
+  path = paths.join(job.save_dir, save_dirs.CORPUS_INFO)
   write_json(path, info)
   save_dirs.record([path], lock=False)  # its one writer
   return path
@@ -381,7 +365,7 @@ def build_task(job: BuildJob, task: int) -> List[dict]:
   with save_dirs.made_dirs(job.save_dir), claimed(job):
     check_job(job, [task], with_corpus_info=task == 0)
     prepare_cache_dir(job.tfrecord_dir)
-    os.makedirs(job.cache_dir, exist_ok=True)
+    paths.makedirs(job.cache_dir)
     inputs = [range_ids(job, r, count) for r in job.tasks[task]]
     progress.finish()
     for pass_id in job.pass_ids:

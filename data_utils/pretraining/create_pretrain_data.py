@@ -24,7 +24,11 @@ that shaped it, its input ranges and their sha256, and the SentencePiece
 model's; readers check those settings against their own flags. Tokenized
 ids are cached under `save_dir/ids_cache/` (`ids_cache.py`). Files appear
 atomically (temp file, then rename; a killed run's temp files are removed by
-the next run). A re-run keeps a pass already built from the same bytes with
+the next run). The inputs, the model and `--save_dir` may be in a bucket
+(`gs://`, `s3://`; `data_utils/paths.py`): objects are uploaded whole,
+`corpus_info.json` and the ledger entries last, and the bytes are those of
+the same job on a local disk (record-infos name inputs relative to their
+common folder, and the model by its file name). A re-run keeps a pass already built from the same bytes with
 the same settings whose records all read back, and builds any other again.
 Same inputs, seed and split, same bytes (records, record-infos and
 `corpus_info.json`), whoever builds them. The record schema is documented
@@ -41,13 +45,12 @@ the file and line. Every such refusal is one line and exit code 2.
 
 from __future__ import annotations
 
-import glob
 import math
 from typing import List, Optional, Sequence
 
 from absl import flags, logging
 
-from data_utils import beam_jobs
+from data_utils import beam_jobs, path_checks, paths
 from data_utils.errors import UsageError, check_positive, run_app, run_main
 from data_utils.pretraining import beam_pipeline
 from data_utils.pretraining.builder import (RECORD_FORMAT, build_pass,
@@ -111,17 +114,21 @@ def build_from_flags(f) -> None:
     raise UsageError(f"--task={f.task}: with --runner every task is "
                      "built in one pipeline; leave --task out")
   options = beam_jobs.check_options(f.runner, f.pipeline_options)
-  paths = sorted(glob.glob(f.input_glob))
-  if not paths:
+  # Every store first: a missing bucket is its own line, not "no file".
+  for flag in ("input_glob", "sp_path", "save_dir"):
+    if getattr(f, flag):
+      path_checks.check_store(getattr(f, flag), flag)
+  inputs = paths.glob(f.input_glob)
+  if not inputs:
     raise UsageError(f"--input_glob={f.input_glob}: matches no file")
-  check_input_files(paths, f"input_glob={f.input_glob}")
+  check_input_files(inputs, f"input_glob={f.input_glob}")
   job = prepare_job(
-      paths, cfg, f.save_dir, f.sp_path, from_raw_text=f.from_raw_text,
+      inputs, cfg, f.save_dir, f.sp_path, from_raw_text=f.from_raw_text,
       split=f.split, num_task=f.num_task,
       task_size_mb=f.task_size_mb or None,
       pass_ids=list(range(f.pass_id, f.pass_id + f.num_passes)),
       seed=f.seed, max_batches=f.max_batches, overwrite=f.overwrite)
-  logging.info("%d input file(s) make %d task(s) (%s)", len(paths),
+  logging.info("%d input file(s) make %d task(s) (%s)", len(inputs),
                job.num_task, job.split_by)
   if options is not None:
     beam_pipeline.run(job, options)

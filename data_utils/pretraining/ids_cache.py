@@ -11,8 +11,11 @@
                memory maps (`MappedStream`): the builder's memory does not
                grow with the corpus.
 
-Both are written to a temp name and renamed, so a killed or duplicated
-writer leaves one whole file or none.
+An ids file is written to a temp name and renamed (in a bucket: a local
+temp file, uploaded whole), so a killed or duplicated writer leaves one
+whole file or none. Inputs and ids files are read as streams, a block at a
+time, wherever they lie; a pass stream is always local (the unit's own
+scratch), as it is read at random.
 """
 
 from __future__ import annotations
@@ -25,10 +28,11 @@ from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from data_utils import paths
 from data_utils.atomic import atomic_path
 from data_utils.pretraining import examples
 from data_utils.pretraining.examples import DataError
-from data_utils.pretraining.task_split import InputRange
+from data_utils.pretraining.task_split import InputRange, open_input
 from data_utils.text_files import MAX_LINE_BYTES, BadLine, decode_line
 
 CACHE_FORMAT = "xlnet-tf/ids/v1"
@@ -40,7 +44,7 @@ _READ_BUFFER = 1 << 20
 
 def range_sha256(r: InputRange) -> str:
   digest = hashlib.sha256()
-  with open(r.path, "rb") as f:
+  with open_input(r.path) as f:
     f.seek(r.begin)
     left = r.size
     while left > 0:
@@ -64,7 +68,7 @@ def cache_key(content_sha256: str, sp_sha256: str, settings: dict) -> str:
 def _line_number(path: str, offset: int) -> int:
   """Lines before byte `offset` of `path` (for messages only)."""
   count = 0
-  with open(path, "rb") as f:
+  with open_input(path) as f:
     left = offset
     while left > 0:
       block = f.read(min(left, 1 << 22))
@@ -100,7 +104,7 @@ def range_lines(r: InputRange) -> Iterator[Tuple[int, str]]:
   time: a longer line, a bad byte or a NUL byte (a binary file) is a
   one-line DataError naming the file and line, found in this same read."""
   line_no = None
-  with open(r.path, "rb", buffering=_READ_BUFFER) as f:
+  with open_input(r.path, _READ_BUFFER) as f:
     f.seek(r.begin)
     left = r.size
     while left > 0:
@@ -185,15 +189,21 @@ def tokenize_range(r: InputRange, encode: Optional[Callable[[str], List[int]]],
 
 
 def num_pieces(ids_path: str) -> int:
-  return os.path.getsize(ids_path) // 4
+  return paths.getsize(ids_path) // 4
 
 
 def read_ids(ids_path: str) -> Tuple[np.ndarray, np.ndarray]:
   """`(ids int64, sent_ids bool)` of one ids file, in memory (tests and
   small inputs)."""
-  packed = np.fromfile(ids_path, dtype=np.uint32)
+  packed = np.frombuffer(paths.read_bytes(ids_path), dtype=np.uint32)
   return ((packed & ~_SENT_BIT).astype(np.int64),
           (packed & _SENT_BIT) != 0)
+
+
+def _read_packed(f) -> np.ndarray:
+  """The next block of an ids file (at most `_FLUSH_PIECES` ids): a read,
+  not `np.fromfile`, so a store's stream serves as a local file does."""
+  return np.frombuffer(f.read(_FLUSH_PIECES * 4), dtype=np.uint32)
 
 
 def _write_in_pages(f, array: np.ndarray) -> None:
@@ -220,9 +230,9 @@ def write_pass_stream(ids_paths: Sequence[str], order: Sequence[int],
   with open(ids_out, "wb") as ids_f, open(sent_out, "wb") as sent_f:
     for k in order:
       flip = None
-      with open(ids_paths[k], "rb") as f:
+      with open_input(ids_paths[k], _READ_BUFFER) as f:
         while True:
-          packed = np.fromfile(f, dtype=np.uint32, count=_FLUSH_PIECES)
+          packed = _read_packed(f)
           if not len(packed):
             break
           sent = (packed & _SENT_BIT) != 0

@@ -46,6 +46,10 @@ disk, so two runs of other builds started together would both pass it and
 mix. While a run checks and builds, it holds a shared lock on
 `save_dir/.xlnet_tf_build.lock`, which holds its build's settings: runs of
 the same build share it, a run of another build is refused in one line.
+A bucket has no locks, so there a run only reads what is there: another
+build already written is refused as above, but two runs of other builds
+started at the same moment are not told apart (one build per save_dir is
+then the user's to keep).
 
 A failed run removes the folders it made and left empty (`made_dirs`).
 """
@@ -54,20 +58,24 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import glob
+import fnmatch
 import json
 import os
 import re
 from typing import Dict, Iterable, Optional, Sequence, Tuple
 
+from absl import logging
+
+from data_utils import paths as paths_module
 from data_utils.atomic import TEMP_PREFIX
 from data_utils.errors import UsageError
 from data_utils.fingerprint import file_sha256
 from data_utils.outputs import (check_outputs, read_ledger,
                                 record_outputs)
 from data_utils.pretraining.examples import PretrainDataConfig
-from data_utils.records import record_problem
+from data_utils.records import read_info, record_problem
 
+RECORD_FORMAT = "xlnet-tf/pretrain/v2"
 CORPUS_INFO = "corpus_info.json"
 TFRECORDS = "tfrecords"
 IDS_CACHE = "ids_cache"
@@ -102,7 +110,7 @@ def format_name(prefix: str, cfg: PretrainDataConfig, suffix: str) -> str:
 
 def record_info_path(tfrecord_dir: str, split: str, task: int, pass_id: int,
                      cfg: PretrainDataConfig) -> str:
-  return os.path.join(tfrecord_dir, format_name(
+  return paths_module.join(tfrecord_dir, format_name(
       f"record_info-{split}-{task}-{pass_id}", cfg, "json"))
 
 
@@ -119,7 +127,7 @@ def _ours(path: str) -> Optional[dict]:
   # A file of a record build (any version); anything else is left to the
   # ledger check (a user's file at our name is refused there).
   try:
-    with open(path, encoding="utf-8") as f:
+    with paths_module.open_file(path, encoding="utf-8") as f:
       info = json.load(f)
   except (OSError, ValueError):
     return None
@@ -136,8 +144,14 @@ def _shown(value) -> str:
 def check_one_build(save_dir: str, settings: Dict[str, object]) -> None:
   """A one-line UsageError when `corpus_info.json` or a record-info in
   `save_dir` belongs to a build with other `settings`."""
-  found = [os.path.join(save_dir, CORPUS_INFO)] + sorted(glob.glob(
-      os.path.join(glob.escape(save_dir), TFRECORDS, "record_info-*.json")))
+  tfrecords = paths_module.join(save_dir, TFRECORDS)
+  try:
+    names = paths_module.listdir(tfrecords)
+  except OSError:  # none yet (or not a folder: check_free names it)
+    names = []
+  found = [paths_module.join(save_dir, CORPUS_INFO)] + [
+      paths_module.join(tfrecords, n) for n in names
+      if fnmatch.fnmatchcase(n, "record_info-*.json")]
   for path in found:
     info = _ours(path)
     if info is None:
@@ -147,7 +161,7 @@ def check_one_build(save_dir: str, settings: Dict[str, object]) -> None:
       if theirs.get(key) != want:
         raise UsageError(
             f"--save_dir={save_dir}: holds another build: "
-            f"{os.path.relpath(path, save_dir)} has {key}="
+            f"{paths_module.relpath(path, save_dir)} has {key}="
             f"{_shown(theirs.get(key))}, this run {key}={_shown(want)}; use "
             f"another --save_dir, or remove the old build ({CORPUS_INFO} and "
             f"{TFRECORDS}/) first")
@@ -156,13 +170,14 @@ def check_one_build(save_dir: str, settings: Dict[str, object]) -> None:
 def check_ids_cache(save_dir: str) -> None:
   """A one-line UsageError unless `save_dir/ids_cache` is absent or a
   folder holding only the builder's files (ids files, its temps)."""
-  path = os.path.join(save_dir, IDS_CACHE)
-  if not os.path.lexists(path):
+  path = paths_module.join(save_dir, IDS_CACHE)
+  remote = paths_module.is_remote(path)
+  if not (paths_module.exists(path) if remote else os.path.lexists(path)):
     return
-  if not os.path.isdir(path):
+  if not paths_module.isdir(path):
     raise UsageError(f"--save_dir={save_dir}: {IDS_CACHE} is not a folder "
                      "(the builder keeps its ids cache there): move it away")
-  for name in sorted(os.listdir(path)):
+  for name in paths_module.listdir(path):
     if not (_CACHE_FILE.match(name) or name.startswith(TEMP_PREFIX)):
       raise UsageError(
           f"--save_dir={save_dir}: {IDS_CACHE}/{name} was not written by "
@@ -189,13 +204,13 @@ def check_passes_free(save_dir: str, passes: Sequence[Tuple[str, str]],
   left = []
   for records, info in passes:
     for path in (records, info):
-      folder = os.path.dirname(path)
+      folder = paths_module.dirname(path)
       if folder not in ledgers:
-        ledgers[folder] = read_ledger(folder) if os.path.isdir(folder) \
-            else {}
-      entry = ledgers[folder].get(os.path.basename(path))
-      if overwrite or entry is None or not os.path.isfile(path) or \
-          os.path.islink(path):
+        ledgers[folder] = read_ledger(folder) if paths_module.isdir(
+            folder) else {}
+      entry = ledgers[folder].get(paths_module.basename(path))
+      if overwrite or entry is None or not paths_module.isfile(path) or (
+          not paths_module.is_remote(path) and os.path.islink(path)):
         left.append(path)
       elif entry.get("sha256") != file_sha256(path) and not (
           path == records and _broken(records, info)):
@@ -213,8 +228,8 @@ def _broken(records: str, info: str) -> bool:
 def record(paths: Sequence[str], lock: bool = True) -> None:
   """Records `paths` (one folder) in their folder's ledger, under its lock
   when other units may record in the same folder at the same time."""
-  record_outputs(os.path.dirname(paths[0]),
-                 {os.path.basename(p): file_sha256(p) for p in paths},
+  record_outputs(paths_module.dirname(paths[0]),
+                 {paths_module.basename(p): file_sha256(p) for p in paths},
                  lock=lock)
 
 
@@ -222,7 +237,7 @@ def merged_pass_ids(save_dir: str, settings: Dict[str, object],
                     pass_ids: Sequence[int]) -> list:
   """This run's passes and those that `corpus_info.json` already lists for
   the same build: it describes every pass in the folder."""
-  old = _ours(os.path.join(save_dir, CORPUS_INFO))
+  old = _ours(paths_module.join(save_dir, CORPUS_INFO))
   known = old.get("pass_ids") if old is not None else None
   if not (isinstance(known, list) and build_settings(old) == settings
           and all(isinstance(p, int) for p in known)):
@@ -234,7 +249,11 @@ def merged_pass_ids(save_dir: str, settings: Dict[str, object],
 def made_dirs(save_dir: str):
   """When the block fails, removes the folders of the build it made and
   left empty (`save_dir`'s missing parents, `save_dir`, `tfrecords/`,
-  `ids_cache/`): a refused input leaves the disk as it was."""
+  `ids_cache/`): a refused input leaves the disk as it was. A bucket has
+  no folders to remove."""
+  if paths_module.is_remote(save_dir):
+    yield
+    return
   missing = []
   probe = os.path.abspath(save_dir)
   while not os.path.lexists(probe):
@@ -260,7 +279,11 @@ def claimed(save_dir: str, settings: Dict[str, object]):
   one-line UsageError when a run of a build with other `settings` holds it
   (see the module docstring). The last run to leave removes the lock file.
   Claims and releases take turns under a lock on the folder itself, so a
-  claim sees every run that started before it."""
+  claim sees every run that started before it. In a bucket: nothing (no
+  locks there; see the module docstring)."""
+  if paths_module.is_remote(save_dir):
+    yield
+    return
   guard = os.open(save_dir, os.O_RDONLY)
   path = os.path.join(save_dir, BUILD_LOCK)
   fd = -1
@@ -302,3 +325,40 @@ def _check_running(save_dir: str, theirs: bytes,
           f"--save_dir={save_dir}: another build is being written into it "
           f"now ({key}={_shown(got)}, this run {key}={_shown(want)}); wait "
           "for it to end, or use another --save_dir")
+
+
+# Where the files are does not matter, only what they hold.
+_PATH_KEYS = ("sp_path", "input_files", "input_ranges")
+
+
+def already_built(info_path: str, info_extra: dict, seed: int,
+                  cfg: PretrainDataConfig) -> Optional[dict]:
+  """The record-info at `info_path` when its pass was built from the same
+  bytes with the same settings and its records all read back; else None
+  (it is built again)."""
+  old = read_info(info_path)
+  if old is None:
+    return None
+  same = all(old.get(k) == v for k, v in info_extra.items()
+             if k not in _PATH_KEYS)
+  if not (same and old.get("seed") == seed
+          and old.get("config") == cfg.to_dict()
+          and old.get("format") == RECORD_FORMAT):
+    logging.info("%s: inputs or settings changed; building it again",
+                 info_path)
+    return None
+  names = old.get("filenames")
+  if not isinstance(names, list) or len(names) != 1:
+    return None
+  path = paths_module.join(paths_module.dirname(info_path), str(names[0]))
+  if not paths_module.exists(path):
+    return None
+  count = old.get("num_example")
+  problem = record_problem(path, count) if isinstance(count, int) else \
+      "its record-info has no num_example"
+  if problem:
+    logging.warning("%s: %s; building it again", path, problem)
+    return None
+  logging.info("%s: already built from these inputs with these settings, "
+               "kept", info_path)
+  return old

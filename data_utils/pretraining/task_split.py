@@ -15,16 +15,22 @@ paths (and their sizes and blank lines):
                                   never cut, and a file's end always ends a
                                   document
 
-The split is recorded in every record-info (`split_record`).
+The split is recorded in every record-info (`split_record`). Inputs may
+lie in a bucket (`gs://`, `s3://`): a range is read as a stream of its
+bytes (`open_input`), never a whole file at once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import math
 import os
-from typing import List, Optional, Sequence
+import posixpath
+from typing import BinaryIO, Iterator, List, Optional, Sequence
 
+from data_utils import paths as paths_module
 from data_utils.errors import UsageError
 from data_utils.text_files import file_problem
 
@@ -35,7 +41,7 @@ PIECE = 1 << 16
 
 @dataclasses.dataclass(frozen=True)
 class InputRange:
-  """Bytes `[begin, end)` of the file at `path` (absolute)."""
+  """Bytes `[begin, end)` of the file at `path` (absolute, or a URL)."""
   path: str
   begin: int
   end: int
@@ -46,6 +52,20 @@ class InputRange:
 
   def to_list(self) -> list:
     return [self.path, self.begin, self.end]
+
+
+@contextlib.contextmanager
+def open_input(path: str, buffering: int = io.DEFAULT_BUFFER_SIZE
+               ) -> Iterator[BinaryIO]:
+  """`open(path, "rb", buffering)` for a local path; for a URL the same
+  reader over the store's file (fsspec's files have no `readline(limit)`,
+  which bounds how much of a long line is held)."""
+  if not paths_module.is_remote(path):
+    with open(path, "rb", buffering=buffering) as f:
+      yield f
+    return
+  with paths_module.open_file(path, "rb") as raw:
+    yield io.BufferedReader(raw, buffering)
 
 
 def _is_blank(line: bytes) -> bool:
@@ -69,7 +89,7 @@ def next_document_end(path: str, at: int) -> Optional[int]:
     >>> [next_document_end(path, at) for at in (0, 3, 5, 10)]
     [5, 5, 9, None]
   """
-  with open(path, "rb") as f:
+  with open_input(path) as f:
     # At a line start: at 0, or just after a newline; else skip to the next.
     starting = at == 0
     if at > 0:
@@ -106,9 +126,9 @@ def check_input_files(paths: Sequence[str], flag: Optional[str] = None,
 def split_by_files(paths: Sequence[str], num_task: int
                    ) -> List[List[InputRange]]:
   """Task i takes the whole files `sorted(paths)[i::num_task]`."""
-  ordered = sorted(os.path.abspath(p) for p in paths)
-  return [[InputRange(p, 0, os.path.getsize(p)) for p in ordered[i::num_task]]
-          for i in range(num_task)]
+  ordered = sorted(paths_module.absolute(p) for p in paths)
+  return [[InputRange(p, 0, paths_module.getsize(p))
+           for p in ordered[i::num_task]] for i in range(num_task)]
 
 
 def split_by_size(paths: Sequence[str], task_size_mb: float
@@ -120,8 +140,8 @@ def split_by_size(paths: Sequence[str], task_size_mb: float
   tasks: List[List[InputRange]] = []
   current: List[InputRange] = []
   current_bytes = 0
-  for path in sorted(os.path.abspath(p) for p in paths):
-    size = os.path.getsize(path)
+  for path in sorted(paths_module.absolute(p) for p in paths):
+    size = paths_module.getsize(path)
     pos = 0
     while pos < size:
       want = target - current_bytes
@@ -155,6 +175,37 @@ def plan_tasks(paths: Sequence[str], num_task: int = 1,
                      f"splits the input into {len(tasks)} tasks (leave "
                      "--num_task out or set it to that)")
   return tasks
+
+
+def input_root(paths: Sequence[str]) -> str:
+  """The folder every one of `paths` (absolute, or URLs) lies below: the
+  record-infos name inputs relative to it (`input_name`), so where a corpus
+  lies, on a disk or in a bucket, is not part of the bytes. "" when they
+  share no store.
+
+  >>> input_root(["gs://b/c/x.txt", "gs://b/c/d/y.txt"])
+  'gs://b/c'
+  """
+  schemes = {paths_module.scheme(p) for p in paths}
+  if len(schemes) != 1:
+    return ""
+  name = schemes.pop()
+  if not name:
+    return os.path.commonpath([os.path.dirname(p) for p in paths])
+  rests = [p.split("://", 1)[1] for p in paths]
+  return f"{name}://" + posixpath.commonpath(
+      [posixpath.dirname(r) for r in rests])
+
+
+def input_name(path: str, root: str) -> str:
+  """`path` as the record-infos name it: relative to `root`
+  (`input_root`), or whole when `root` is ""."""
+  if not root:
+    return path
+  if not paths_module.is_remote(root):
+    return os.path.relpath(path, root)
+  prefix = root if root.endswith("/") else root + "/"
+  return path[len(prefix):] if path.startswith(prefix) else path
 
 
 def split_record(num_task: int, task_size_mb: Optional[float]) -> dict:
