@@ -20,15 +20,20 @@ JSONL fields or CoNLL sentences (`--input_format`), each row keyed by
 with its file and line), `dead-letter-*-of-*.jsonl` (each row that could
 not be predicted, with its reason) and `manifest.json` (every shard's rows
 and sha256, the counts, the padding). See `xlnet_tf/batch_predict/`.
+
+Any path may be in a bucket: `--input` and `--output_dir` on `gs://` or
+`s3://`, `--export_dir` on `gs://` (TensorFlow loads it itself and has no
+`s3://`). Each bucket is checked before any work.
 """
 
 import json
 import os
 import re
+from typing import Optional
 
 from absl import flags
 
-from data_utils import beam_jobs
+from data_utils import beam_jobs, path_checks, paths
 from data_utils.batch_inputs import (FORMATS, InputSpec, check_spec,
                                      file_format, input_files)
 from data_utils.errors import UsageError, check_positive, run_app, run_main
@@ -114,13 +119,14 @@ def _options(f, export) -> dict:
   return options
 
 
-def _expected_rows(files, spec: InputSpec):
+def _expected_rows(files, spec: InputSpec) -> Optional[int]:
   """About how many rows (lines, less headers) for the ETA; None for
-  CoNLL (sentences)."""
+  CoNLL (sentences), and for files in a bucket (counting would download
+  the whole corpus to the driver)."""
   total = 0
   for path in files:
     kind = file_format(path, spec.input_format)
-    if kind == "conll":
+    if kind == "conll" or paths.is_remote(path):
       return None
     with open(path, "rb") as g:
       total += sum(block.count(b"\n") for block in iter(
@@ -131,10 +137,27 @@ def _expected_rows(files, spec: InputSpec):
 def _check_apart(output_dir: str, export_dir: str) -> None:
   """Outputs never go into the export: its folder is the model's (copied,
   served, checked file by file), and shards there would travel with it."""
-  out, export = os.path.realpath(output_dir), os.path.realpath(export_dir)
-  if os.path.commonpath([out, export]) == export:
+  if paths.is_remote(output_dir) or paths.is_remote(export_dir):
+    out, export = paths.absolute(output_dir), paths.absolute(export_dir)
+    inside = out == export or out.startswith(export + "/")
+  else:
+    out, export = os.path.realpath(output_dir), os.path.realpath(export_dir)
+    inside = os.path.commonpath([out, export]) == export
+  if inside:
     raise UsageError(f"--output_dir={output_dir}: inside --export_dir="
                      f"{export_dir}; write the predictions to another folder")
+
+
+def _check_stores(f) -> None:
+  """Every path flag's store first, in flag order, before the export's
+  weights are read: a one-line UsageError for an s3:// export (TensorFlow
+  reads it), a missing bucket, no credentials or a dead endpoint."""
+  path_checks.tf_path(f.export_dir, "export_dir")
+  given = [("export_dir", f.export_dir)] + [
+      ("input", p.strip()) for p in f.input.split(",") if p.strip()] + [
+          ("output_dir", f.output_dir)]
+  for flag, value in given:
+    path_checks.check_store(value, flag)
 
 
 def job_from_flags(f):
@@ -147,6 +170,7 @@ def job_from_flags(f):
       raise UsageError(f"--{name} is required")
   check_positive(f.batch_size, "batch_size")
   check_positive(f.rows_per_shard, "rows_per_shard")
+  _check_stores(f)
   export = resolve_export(f.export_dir)
   _check_apart(f.output_dir, f.export_dir)
   files = input_files(f.input)
@@ -156,7 +180,7 @@ def job_from_flags(f):
   options = _options(f, export)
   workers = [int(m.group(1)) for m in map(_WORKERS.match, beam_args) if m]
   job = BatchJob(export, f.input, tuple(files), spec, options,
-                 os.path.abspath(f.output_dir), f.rows_per_shard, f.tfrecord,
+                 paths.absolute(f.output_dir), f.rows_per_shard, f.tfrecord,
                  f.batch_size, f.bucketing, f.overwrite,
                  _expected_rows(files, spec), max(workers, default=1))
   check_output_dir(job)

@@ -39,12 +39,12 @@ its first line ("unclosed quote"), and its other lines are read again.
 
 from __future__ import annotations
 
-import glob
+import io
 import json
 import os
 from typing import Iterator, List, NamedTuple, Optional, Tuple, Union
 
-from data_utils import table_records
+from data_utils import path_checks, paths, table_records
 from data_utils.errors import UsageError, UserError
 from data_utils.ner.reader import read_ner
 from data_utils.text_files import BadLine, file_problem, read_lines
@@ -94,10 +94,14 @@ def input_files(patterns: str) -> List[str]:
   """The files of comma-separated glob `patterns`, sorted and without
   repeats. A pattern matching nothing, or matching anything that is not a
   regular UTF-8 text file (a FIFO, a directory, a UTF-16 file: see
-  `data_utils.text_files.file_problem`), is a UsageError naming it."""
+  `data_utils.text_files.file_problem`), is a UsageError naming it. A
+  pattern may be a bucket URL (`gs://`, `s3://`): its store is checked
+  first (`path_checks.check_store`: one line for a missing bucket, no
+  credentials, a dead endpoint)."""
   files = []
   for pattern in [p.strip() for p in patterns.split(",") if p.strip()]:
-    found = sorted(glob.glob(pattern))
+    path_checks.check_store(pattern, "input")
+    found = paths.glob(pattern)
     if not found:
       raise UsageError(f"--input={pattern}: matches no file")
     for path in found:
@@ -125,12 +129,20 @@ def check_spec(spec: InputSpec, first_file: str) -> None:
         raise UsageError(f"--{flag}={value}: {first_file} is read as "
                          f"{kind}, which has no columns")
   if kind in ("tsv", "csv"):
-    with open(first_file, "rb") as f:
+    with _open_binary(first_file) as f:
       header, problem = table_records.header(read_lines(f), kind)
     if not problem:
       problem = _columns(spec, header, first_file, kind)[1]
     if problem:
       raise UsageError(f"{first_file}:1: {problem}")
+
+
+def _open_binary(path: str):
+  """`path` opened to read bytes, with a `readline(size)` (`read_lines`
+  bounds each line; fsspec's files take no size, so a bucket's file is
+  buffered by io)."""
+  f = paths.open_file(path, "rb")
+  return io.BufferedReader(f) if paths.is_remote(path) else f
 
 
 def read_rows(path: str, spec: InputSpec
@@ -144,7 +156,7 @@ def read_rows(path: str, spec: InputSpec
   if kind == "conll":
     yield from _conll_rows(path)
     return
-  with open(path, "rb") as f:
+  with _open_binary(path) as f:
     lines = read_lines(f)
     if kind == "lines":
       for n, text in lines:
@@ -259,11 +271,17 @@ def _table_rows(lines, path, kind, spec) -> Iterator[Union[Row, DeadRow]]:
 
 
 def _conll_rows(path: str) -> Iterator[Union[Row, DeadRow]]:
-  try:
-    data = read_ner(path, untagged=True)
-  except UserError as e:
+  # The CoNLL reader opens local files: a bucket's file is read from a
+  # download into this unit's own scratch folder (removed after).
+  data, problem = None, None
+  with paths.local_copy(path) as local:
+    try:
+      data = read_ner(local, untagged=True)
+    except UserError as e:
+      problem = str(e).replace(local, path)
+  if data is None:
     # The whole file cannot be read (its reason names the line).
-    yield DeadRow(path, 0, str(e))
+    yield DeadRow(path, 0, problem)
     return
   for sentence in data.sentences:
     yield Row(path, sentence.line, {"words": list(sentence.words),

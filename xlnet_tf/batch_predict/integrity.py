@@ -11,12 +11,12 @@ In order, cheap first:
     `variables.data-*` is found here. This reads the weights once, about
     0.7 s per 500 MB (XLNet-large: about 2 s).
 Each problem is a one-line `UsageError` naming `--export_dir` and the file.
+Files are found and read through `data_utils.paths`, the variables through
+TensorFlow's checkpoint reader: both read a `gs://` export.
 """
 
 from __future__ import annotations
 
-import glob
-import os
 import re
 from typing import Sequence
 
@@ -25,6 +25,7 @@ from google.protobuf.message import DecodeError
 from tensorflow.core.protobuf import saved_model_pb2
 from tensorflow.python.training import py_checkpoint_reader
 
+from data_utils import paths
 from data_utils.errors import UsageError, one_line
 
 _AGAIN = "export it again"
@@ -37,8 +38,8 @@ def check_saved_model(path: str, signatures: Sequence[str], where: str
   SavedModel at `path` parses, has `signatures` and its variables read."""
   model = saved_model_pb2.SavedModel()
   try:
-    with open(os.path.join(path, "saved_model.pb"), "rb") as f:
-      model.ParseFromString(f.read())
+    model.ParseFromString(paths.read_bytes(paths.join(path,
+                                                      "saved_model.pb")))
   except (OSError, DecodeError) as e:
     raise UsageError(f"{where}: saved_model.pb is not a SavedModel "
                      f"({one_line(e)}); {_AGAIN}") from None
@@ -47,15 +48,15 @@ def check_saved_model(path: str, signatures: Sequence[str], where: str
     if name not in found:
       raise UsageError(f"{where}: saved_model.pb has no signature {name} "
                        f"(its marker lists it); {_AGAIN}")
-  _check_variables(os.path.join(path, "variables"), where)
+  _check_variables(paths.join(path, "variables"), where)
 
 
 def _check_variables(directory: str, where: str) -> None:
-  index = os.path.join(directory, "variables.index")
-  if not os.path.isfile(index):
+  index = paths.join(directory, "variables.index")
+  if not paths.isfile(index):
     raise UsageError(f"{where}: variables/variables.index is missing (an "
                      f"incomplete copy?); {_AGAIN}")
-  prefix = os.path.join(directory, "variables")
+  prefix = paths.join(directory, "variables")
   try:
     reader = py_checkpoint_reader.NewCheckpointReader(prefix)
     keys = sorted(reader.get_variable_to_dtype_map())
@@ -73,11 +74,11 @@ def _check_variables(directory: str, where: str) -> None:
 
 def _data_problem(directory: str, e: Exception, where: str) -> str:
   named = _DATA_FILE.search(str(e))
-  if named and not os.path.exists(os.path.join(directory, named.group())):
+  if named and not paths.exists(paths.join(directory, named.group())):
     return (f"{where}: variables/{named.group()} is missing (an incomplete "
             f"copy?); {_AGAIN}")
-  found = sorted(os.path.basename(p) for p in glob.glob(
-      os.path.join(directory, "variables.data-*")))
+  found = sorted(paths.basename(p) for p in paths.glob(
+      paths.join(directory, "variables.data-*")))
   name = named.group() if named else (
       found[0] if len(found) == 1 else "variables.data-*")
   return (f"{where}: variables/{name} is truncated or damaged "

@@ -14,14 +14,19 @@ without one (made before batch prediction), or without what its kind needs
 (`BatchKind.meta_problem`), is refused, and so is one whose SavedModel does
 not load (`integrity.py`). So is an input file the export's kind does not
 read (`check_formats`: CoNLL sentences only for a token classifier).
+
+The export may be in a bucket TensorFlow reads itself (`gs://`): it loads
+the SavedModel there, and the checks here read through `data_utils.paths`
+(the SentencePiece model too). An `s3://` export is refused in one line
+(`path_checks.tf_path`: TensorFlow 2.20 has no s3 filesystem).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Optional, Sequence, Tuple
 
+from data_utils import path_checks, paths
 from data_utils.batch_inputs import InputSpec, file_format
 from data_utils.errors import UsageError
 from data_utils.fingerprint import file_sha256
@@ -43,12 +48,26 @@ class Export:
 
 
 def _newest_version(root: str, where: str) -> str:
-  features = os.path.join(root, "features")
-  steps = sorted(int(n) for n in os.listdir(features) if n.isdigit()) \
-      if os.path.isdir(features) else []
+  features = paths.join(root, "features")
+  steps = sorted(int(n) for n in paths.listdir(features) if n.isdigit()) \
+      if paths.isdir(features) else []
   if not steps:
     raise UsageError(f"{where}: an export root without a features version")
-  return os.path.join(features, str(steps[-1]))
+  return paths.join(features, str(steps[-1]))
+
+
+def _marker(directory: str) -> Optional[dict]:
+  """The export marker in `directory`, read as `read_export_marker` reads
+  it (a bucket's from a download into local scratch)."""
+  if not paths.is_remote(directory):
+    return read_export_marker(directory)
+  source = paths.join(directory, EXPORT_MARKER)
+  with paths.scratch_dir() as scratch:
+    try:
+      paths.download(source, paths.join(scratch, EXPORT_MARKER))
+    except (OSError, ValueError):
+      return None
+    return read_export_marker(scratch)
 
 
 def batch_kinds() -> Tuple[str, ...]:
@@ -61,11 +80,14 @@ def resolve_export(export_dir: str) -> Export:
   """The export at `export_dir` (see the module docstring), or a one-line
   UsageError naming `--export_dir`."""
   where = f"--export_dir={export_dir}"
-  if not os.path.isdir(export_dir):
+  # TensorFlow loads the model itself: only a scheme it has (gs://).
+  path_checks.tf_path(export_dir, "export_dir")
+  path_checks.check_store(export_dir, "export_dir")
+  if not paths.isdir(export_dir):
     raise UsageError(f"{where}: " + ("a file, not an export's folder"
-                                     if os.path.exists(export_dir)
+                                     if paths.exists(export_dir)
                                      else "no such directory"))
-  marker = read_export_marker(export_dir)
+  marker = _marker(export_dir)
   if marker is None:
     raise UsageError(f"{where}: not an xlnet-tf export (no readable "
                      f"{EXPORT_MARKER})")
@@ -73,7 +95,7 @@ def resolve_export(export_dir: str) -> Export:
   if marker.get("layout") == LAYOUT:
     path = _newest_version(export_dir, where)
     where = f"--export_dir={export_dir} (version {path})"
-    marker = read_export_marker(path)
+    marker = _marker(path)
     if marker is None:
       raise UsageError(f"{where}: no readable {EXPORT_MARKER}")
   kind = str(marker.get("kind"))
@@ -86,10 +108,10 @@ def resolve_export(export_dir: str) -> Export:
     raise UsageError(f"{where}: made without its SentencePiece model "
                      "(exported before batch prediction, or without "
                      "--spiece_model_file); export it again")
-  if not os.path.isfile(os.path.join(path, "saved_model.pb")):
+  if not paths.isfile(paths.join(path, "saved_model.pb")):
     raise UsageError(f"{where}: no saved_model.pb")
-  spiece = os.path.join(path, meta.get("spiece_model", ""))
-  if not os.path.isfile(spiece) or file_sha256(spiece) != meta.get(
+  spiece = paths.join(path, meta.get("spiece_model", ""))
+  if not paths.isfile(spiece) or file_sha256(spiece) != meta.get(
       "spiece_model_sha256"):
     raise UsageError(f"{where}: its SentencePiece model {spiece} is missing "
                      "or not the one it was exported with")
@@ -97,8 +119,8 @@ def resolve_export(export_dir: str) -> Export:
   if problem:
     raise UsageError(f"{where}: {problem}")
   check_saved_model(path, marker.get("signatures", []), where)
-  return Export(os.path.abspath(path), kind, spec, meta,
-                os.path.abspath(spiece))
+  return Export(paths.absolute(path), kind, spec, meta,
+                paths.absolute(spiece))
 
 
 def check_formats(export: Export, files: Sequence[str],
@@ -148,7 +170,7 @@ class BatchJob:
   def source(self) -> str:
     """What the outputs are made from (the output ledger's `source`): a
     re-run of the same export over the same inputs replaces them."""
-    patterns = ",".join(os.path.abspath(p.strip())
+    patterns = ",".join(paths.absolute(p.strip())
                         for p in self.patterns.split(",") if p.strip())
     return f"{self.export.path}?input={patterns}"
 

@@ -9,20 +9,23 @@ Rows that cannot be read or prepared leave the main path as dead rows
 counts travel as data, summed into the job folder's `stats.json`
 (`rows_read`, `positions_real`, `positions_fed`, `batches`): Beam's
 counters can miss the rows of batches its timers flushed.
+
+The job's folder may be a key prefix in a bucket (`--output_dir` there):
+every unit reads its inputs from their URLs and writes whole objects
+there, so workers need no disk in common.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import os
 from typing import Iterator, Tuple
 
 import apache_beam as beam
 from apache_beam.ml.inference.base import KeyedModelHandler, RunInference
 from apache_beam.transforms.util import SortAndBatchElements
 
-from data_utils import beam_jobs
+from data_utils import beam_jobs, paths
 from data_utils.atomic import atomic_path
 from data_utils.batch_inputs import DeadRow, read_rows
 from data_utils.errors import UserError
@@ -201,6 +204,6 @@ class _SumStats(beam.CombineFn):
 
 def _write_stats(stats: dict, job_dir: str, output_dir: str) -> None:
   with _one_line(output_dir):
-    with atomic_path(os.path.join(job_dir, STATS_FILE)) as tmp:
+    with atomic_path(paths.join(job_dir, STATS_FILE)) as tmp:
       with open(tmp, "w", encoding="utf-8") as f:
         json.dump(stats, f, sort_keys=True)

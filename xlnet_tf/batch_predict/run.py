@@ -19,6 +19,20 @@ manifest last. A failure before the commit puts what was set aside back
 (the folder is as it was); after it, each name holds its new bytes or is
 missing, and the ledger lists it either way, so the same command run
 again replaces it. Either way the failure is one line.
+
+In a bucket (`--output_dir` a `gs://` or `s3://` URL) there is no rename,
+so the same steps map to copies: the job's temp folder is a key prefix
+under `--output_dir` (`atomic.temp_dir`), where each worker uploads its
+finished shards; setting a file aside is a server-side copy into that
+prefix and a delete, and putting it back a copy; placing a file is a
+server-side copy to its final name, so each object appears whole, the
+manifest last. The ledger is one object per file (`outputs.py`), written
+after the set-aside and before the placing: an output name is then absent
+or holds the bytes its entry lists, so the same command run again replaces
+it. An object whose entry already lists it with the new bytes (a finished
+unit of an earlier run of the same job) is kept as it is, not copied again
+(never the manifest). The prefixes of killed runs go at the next run
+(`atomic.remove_stale_temps`).
 """
 
 from __future__ import annotations
@@ -26,13 +40,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from typing import Dict, List
+from typing import Dict, List, Set, Tuple
 
 import apache_beam as beam
 from absl import logging
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from data_utils import beam_jobs
+from data_utils import beam_jobs, path_checks, paths
 from data_utils.atomic import temp_dir, write_json
 from data_utils.errors import UsageError, UserError
 from data_utils.fingerprint import file_sha256
@@ -49,18 +63,20 @@ MANIFEST_FORMAT = "xlnet-tf/batch-predict/v1"
 
 def _ours(job: BatchJob) -> List[str]:
   """The names in --output_dir this job may write or replace."""
-  if not os.path.isdir(job.output_dir):
+  if not paths.isdir(job.output_dir):
     return []
-  return sorted(n for n in os.listdir(job.output_dir) if OUTPUT_NAME.match(n))
+  return sorted(n for n in paths.listdir(job.output_dir)
+                if OUTPUT_NAME.match(n))
 
 
 def check_output_dir(job: BatchJob) -> None:
   """One-line UsageError (before any work) unless every output-named file
   in --output_dir may be replaced (see the module docstring)."""
-  if os.path.exists(job.output_dir) and not os.path.isdir(job.output_dir):
+  path_checks.check_store(job.output_dir, "output_dir")
+  if paths.exists(job.output_dir) and not paths.isdir(job.output_dir):
     raise UsageError(f"--output_dir={job.output_dir}: is a file")
   names = _ours(job) or [MANIFEST]
-  check_outputs([os.path.join(job.output_dir, n) for n in names],
+  check_outputs([paths.join(job.output_dir, n) for n in names],
                 "output_dir", job.overwrite, job.source, job.files)
 
 
@@ -83,7 +99,7 @@ def run_jobs(jobs: List[BatchJob], beam_args: List[str]) -> List[Dict]:
     job_dirs = []
     for job in jobs:
       with write_failures(job.output_dir):
-        os.makedirs(job.output_dir, exist_ok=True)
+        paths.makedirs(job.output_dir)
         job_dirs.append(stack.enter_context(temp_dir(job.output_dir)))
     pipeline = beam.Pipeline(options=PipelineOptions(beam_args))
     for i, (job, job_dir) in enumerate(zip(jobs, job_dirs)):
@@ -98,23 +114,49 @@ def publish(job: BatchJob, job_dir: str) -> Dict:
   the module docstring); returns the manifest."""
   out = job.output_dir
   with write_failures(out):
-    with open(os.path.join(job_dir, batch_pipeline.STATS_FILE),
-              encoding="utf-8") as f:
+    with paths.open_file(paths.join(job_dir, batch_pipeline.STATS_FILE),
+                         encoding="utf-8") as f:
       stats = json.load(f)
     shards = complete_shards(job_dir, job.tfrecord)
     manifest = _manifest(job, stats, shards)
-    write_json(os.path.join(job_dir, MANIFEST), manifest)
+    write_json(paths.join(job_dir, MANIFEST), manifest)
     new = {x["name"]: x["sha256"] for s in STREAMS for x in shards[s]}
-    new[MANIFEST] = file_sha256(os.path.join(job_dir, MANIFEST))
+    new[MANIFEST] = file_sha256(paths.join(job_dir, MANIFEST))
     # Checked again now: the folder may have changed while the job ran.
-    check_outputs([os.path.join(out, n) for n in new], "output_dir",
+    check_outputs([paths.join(out, n) for n in new], "output_dir",
                   job.overwrite, job.source, job.files)
-    _commit(job, job_dir, new)
+    if paths.is_remote(out):
+      kept = _kept(job, new)
+      forget = _set_aside(job, job_dir, new, kept)
+    else:
+      _commit(job, job_dir, new)
   with write_failures(out, placing=True):
-    for name in new:  # the manifest last: its presence says all are there
-      os.replace(os.path.join(job_dir, name), os.path.join(out, name))
+    if paths.is_remote(out):
+      record_outputs(out, new, job.source, forget=forget)
+      for name in new:  # the manifest last: its presence says all are there
+        if name not in kept:
+          paths.copy(paths.join(job_dir, name), paths.join(out, name))
+    else:
+      for name in new:  # the manifest last: its presence says all are there
+        os.replace(os.path.join(job_dir, name), os.path.join(out, name))
   logging.info("batch prediction: %s", json.dumps(manifest["counts"]))
   return manifest
+
+
+def _stale_and_gone(job: BatchJob, new: Dict[str, str]
+                    ) -> Tuple[List[str], List[str]]:
+  """This job's stale shards (of an earlier run, not written again) and
+  the output names the ledger lists that are not there."""
+  out = job.output_dir
+  stale = [n for n in _ours(job) if n not in new and paths.isfile(
+      paths.join(out, n)) and (own_unchanged(out, n) or job.overwrite)]
+  remote = paths.is_remote(out)
+  # Names a failed run recorded but never placed (they are harmless, and
+  # dropped here so that the ledger lists only what is there or coming).
+  gone = [n for n in read_ledger(out) if OUTPUT_NAME.match(n)
+          and n not in new and not (paths.exists if remote else
+                                    os.path.lexists)(paths.join(out, n))]
+  return stale, gone
 
 
 def _commit(job: BatchJob, job_dir: str, new: Dict[str, str]) -> None:
@@ -123,13 +165,8 @@ def _commit(job: BatchJob, job_dir: str, new: Dict[str, str]) -> None:
   ledger and forgets the stale ones and those of ours that are gone. A
   failure before the ledger is written puts back what was set aside."""
   out = job.output_dir
-  stale = [n for n in _ours(job) if n not in new and os.path.isfile(
-      os.path.join(out, n)) and (own_unchanged(out, n) or job.overwrite)]
+  stale, gone = _stale_and_gone(job, new)
   replaced = [n for n in new if os.path.lexists(os.path.join(out, n))]
-  # Names a failed run recorded but never placed (they are harmless, and
-  # dropped here so that the ledger lists only what is there or coming).
-  gone = [n for n in read_ledger(out) if OUTPUT_NAME.match(n)
-          and n not in new and not os.path.lexists(os.path.join(out, n))]
   aside = os.path.join(job_dir, "replaced")
   os.mkdir(aside)
   moved: List[str] = []
@@ -145,6 +182,43 @@ def _commit(job: BatchJob, job_dir: str, new: Dict[str, str]) -> None:
       except OSError as e:  # the first failure is the one to report
         logging.error("could not put %s back: %s", name, e)
     raise
+
+
+def _kept(job: BatchJob, new: Dict[str, str]) -> Set[str]:
+  """In a bucket: the new names already there with their new bytes, as
+  the ledger lists them (finished units of an earlier run of this job);
+  never the manifest, which goes last."""
+  out, ledger = job.output_dir, read_ledger(job.output_dir)
+  return {n for n, sha256 in new.items() if n != MANIFEST
+          and ledger.get(n, {}).get("sha256") == sha256
+          and paths.isfile(paths.join(out, n))
+          and file_sha256(paths.join(out, n)) == sha256}
+
+
+def _set_aside(job: BatchJob, job_dir: str, new: Dict[str, str],
+               kept: Set[str]) -> List[str]:
+  """In a bucket: copies the objects the `new` ones replace (but `kept`)
+  and this job's stale shards into `job_dir` and deletes them, putting
+  them back if that fails; returns the names the ledger is to forget."""
+  out = job.output_dir
+  stale, gone = _stale_and_gone(job, new)
+  replaced = [n for n in new if n not in kept and paths.exists(
+      paths.join(out, n))]
+  aside = paths.join(job_dir, "replaced")
+  moved: List[str] = []
+  try:
+    for name in replaced + stale:
+      paths.copy(paths.join(out, name), paths.join(aside, name))
+      paths.remove(paths.join(out, name))
+      moved.append(name)
+  except BaseException:
+    for name in reversed(moved):
+      try:
+        paths.copy(paths.join(aside, name), paths.join(out, name))
+      except OSError as e:  # the first failure is the one to report
+        logging.error("could not put %s back: %s", name, e)
+    raise
+  return stale + gone
 
 
 def _manifest(job: BatchJob, stats: Dict[str, int],

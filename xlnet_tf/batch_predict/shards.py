@@ -14,7 +14,11 @@ A row's shard is a hash of its key `(file, line)` and N follows from the
 row count (`--rows_per_shard`), so the same rows give the same files
 whatever the runner, the workers or the retries. Each worker writes a
 shard under a temp name, renames it, and leaves `<name>.info.json` (rows,
-sha256) beside it for the driver.
+sha256) beside it for the driver. In a bucket (the job's temp folder is
+then a key prefix under `--output_dir`), the worker writes the shard into
+a local temp file and uploads it finished (`atomic_path`): the object
+appears whole, and a retried unit uploads the same bytes again. Workers
+share nothing but that prefix.
 
 A write that fails (a full disk, or any OS error) is one line naming
 `--output_dir` and what state it was left in (`write_failures`).
@@ -25,13 +29,13 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import os
 import re
 import zlib
 from typing import Dict, Iterable, List, Optional, Tuple
 
 import tensorflow as tf
 
+from data_utils import paths
 from data_utils.atomic import atomic_path
 from data_utils.errors import UserError, describe_os_error, is_disk_full
 from data_utils.fingerprint import file_sha256
@@ -80,33 +84,40 @@ def write_shard(job_dir: str, stream: str, index: int, shards: int,
   appears whole, with its `.info.json`."""
   ordered = sorted(rows, key=lambda r: r[0])
   names = [shard_name(stream, index, shards, ".jsonl")]
-  with atomic_path(os.path.join(job_dir, names[0])) as tmp:
+
+  def jsonl(tmp: str) -> None:
     with open(tmp, "w", encoding="utf-8") as f:
       for _, line, _ in ordered:
         f.write(line + "\n")
+  _write_whole(paths.join(job_dir, names[0]), jsonl, len(ordered))
   if tfrecord:
     names.append(shard_name(stream, index, shards, ".tfrecord"))
-    with atomic_path(os.path.join(job_dir, names[1])) as tmp:
+
+    def records(tmp: str) -> None:
       with tf.io.TFRecordWriter(tmp) as writer:
         for _, _, example in ordered:
           writer.write(example)
-  for name in names:
-    path = os.path.join(job_dir, name)
-    _write_info(path, len(ordered))
+    _write_whole(paths.join(job_dir, names[1]), records, len(ordered))
   return names
 
 
-def _write_info(path: str, rows: int) -> None:
+def _write_whole(path: str, write, rows: int) -> None:
+  """`write(local temp file)`, then the file appears at `path` whole, then
+  its info (its sha256 taken from the local file: a bucket's object is not
+  read back)."""
+  with atomic_path(path) as tmp:
+    write(tmp)
+    sha256 = file_sha256(tmp)
   with atomic_path(path + _INFO) as tmp:
     with open(tmp, "w", encoding="utf-8") as f:
-      json.dump({"rows": rows, "sha256": file_sha256(path)}, f)
+      json.dump({"rows": rows, "sha256": sha256}, f)
 
 
 def complete_shards(job_dir: str, tfrecord: bool) -> Dict[str, List[dict]]:
   """Every shard of every stream, `{stream: [{"name", "rows", "sha256"}]}`
   in name order: the workers' (from their info files) plus an empty file
   for each shard no row hashed to (a stream without rows has one, empty)."""
-  written = [n[:-len(_INFO)] for n in os.listdir(job_dir)
+  written = [n[:-len(_INFO)] for n in paths.listdir(job_dir)
              if n.endswith(_INFO)]
   out: Dict[str, List[dict]] = {}
   for stream in STREAMS:
@@ -123,12 +134,10 @@ def complete_shards(job_dir: str, tfrecord: bool) -> Dict[str, List[dict]]:
     for index in range(shards):
       for suffix in suffixes:
         name = shard_name(stream, index, shards, suffix)
-        path = os.path.join(job_dir, name)
-        if not os.path.exists(path + _INFO):
-          with atomic_path(path) as tmp:
-            open(tmp, "wb").close()
-          _write_info(path, 0)
-        with open(path + _INFO, encoding="utf-8") as f:
+        path = paths.join(job_dir, name)
+        if not paths.exists(path + _INFO):
+          _write_whole(path, lambda tmp: open(tmp, "wb").close(), 0)
+        with paths.open_file(path + _INFO, encoding="utf-8") as f:
           info = json.load(f)
         listed.append({"name": name, "rows": info["rows"],
                        "sha256": info["sha256"]})
