@@ -25,7 +25,8 @@ Who writes the ledgers, when units run in parallel (Beam workers, or the
 plain CLI's one process per task into one save_dir): each (task, pass)
 records its two files right after writing them, holding the lock of the
 tfrecords/ ledger (`record_outputs(lock=True)`), so no writer loses
-another's entries. `corpus_info.json` has one writer (task 0, or Beam's
+another's entries (in a bucket the ledger is one object per file, written
+after the file: no lock is needed). `corpus_info.json` has one writer (task 0, or Beam's
 last step), which records it in save_dir's ledger without a lock (a
 duplicated last step writes the same entry). A ledger holds names and
 sha256 only, so it too is the same bytes whoever builds. A pass kept from
