@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import glob as glob_module
+import io
 import os
 import posixpath
 import re
@@ -238,15 +239,21 @@ def glob(pattern: str) -> List[str]:
 # ---- reading and writing ---------------------------------------------------
 
 def open_file(path: str, mode: str = "r", encoding: Optional[str] = None,
-              newline: Optional[str] = None) -> IO:
+              newline: Optional[str] = None,
+              buffering: int = io.DEFAULT_BUFFER_SIZE) -> IO:
   """`open()` for a local path; an fsspec file for a URL (written objects
-  appear when the file closes, whole)."""
+  appear when the file closes, whole). A URL read in binary comes in an
+  `io.BufferedReader`, as a local file does: fsspec's own files have no
+  `readline(limit)`, which bounds what a long line holds in memory."""
   if not is_remote(path):
-    return open(local_path(path), mode, encoding=encoding, newline=newline)  # pylint: disable=unspecified-encoding
+    return open(local_path(path), mode, buffering, encoding=encoding,  # pylint: disable=unspecified-encoding
+                newline=newline)
   if "b" not in mode and encoding is None:
     encoding = "utf-8"
-  return filesystem(path).open(path, mode, encoding=encoding,
-                               newline=newline)
+  f = filesystem(path).open(path, mode, encoding=encoding, newline=newline)
+  if mode == "rb":
+    return io.BufferedReader(f, buffering)
+  return f
 
 
 def read_bytes(path: str) -> bytes:

@@ -32,7 +32,7 @@ from data_utils import paths
 from data_utils.atomic import atomic_path
 from data_utils.pretraining import examples
 from data_utils.pretraining.examples import DataError
-from data_utils.pretraining.task_split import InputRange, open_input
+from data_utils.pretraining.task_split import InputRange
 from data_utils.text_files import MAX_LINE_BYTES, BadLine, decode_line
 
 CACHE_FORMAT = "xlnet-tf/ids/v1"
@@ -44,7 +44,7 @@ _READ_BUFFER = 1 << 20
 
 def range_sha256(r: InputRange) -> str:
   digest = hashlib.sha256()
-  with open_input(r.path) as f:
+  with paths.open_file(r.path, "rb") as f:
     f.seek(r.begin)
     left = r.size
     while left > 0:
@@ -68,7 +68,7 @@ def cache_key(content_sha256: str, sp_sha256: str, settings: dict) -> str:
 def _line_number(path: str, offset: int) -> int:
   """Lines before byte `offset` of `path` (for messages only)."""
   count = 0
-  with open_input(path) as f:
+  with paths.open_file(path, "rb") as f:
     left = offset
     while left > 0:
       block = f.read(min(left, 1 << 22))
@@ -104,7 +104,7 @@ def range_lines(r: InputRange) -> Iterator[Tuple[int, str]]:
   time: a longer line, a bad byte or a NUL byte (a binary file) is a
   one-line DataError naming the file and line, found in this same read."""
   line_no = None
-  with open_input(r.path, _READ_BUFFER) as f:
+  with paths.open_file(r.path, "rb", buffering=_READ_BUFFER) as f:
     f.seek(r.begin)
     left = r.size
     while left > 0:
@@ -230,7 +230,7 @@ def write_pass_stream(ids_paths: Sequence[str], order: Sequence[int],
   with open(ids_out, "wb") as ids_f, open(sent_out, "wb") as sent_f:
     for k in order:
       flip = None
-      with open_input(ids_paths[k], _READ_BUFFER) as f:
+      with paths.open_file(ids_paths[k], "rb", buffering=_READ_BUFFER) as f:
         while True:
           packed = _read_packed(f)
           if not len(packed):

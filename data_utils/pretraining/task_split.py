@@ -17,18 +17,16 @@ paths (and their sizes and blank lines):
 
 The split is recorded in every record-info (`split_record`). Inputs may
 lie in a bucket (`gs://`, `s3://`): a range is read as a stream of its
-bytes (`open_input`), never a whole file at once.
+bytes (`paths.open_file`), never a whole file at once.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import io
 import math
 import os
 import posixpath
-from typing import BinaryIO, Iterator, List, Optional, Sequence
+from typing import List, Optional, Sequence
 
 from data_utils import paths as paths_module
 from data_utils.errors import UsageError
@@ -54,20 +52,6 @@ class InputRange:
     return [self.path, self.begin, self.end]
 
 
-@contextlib.contextmanager
-def open_input(path: str, buffering: int = io.DEFAULT_BUFFER_SIZE
-               ) -> Iterator[BinaryIO]:
-  """`open(path, "rb", buffering)` for a local path; for a URL the same
-  reader over the store's file (fsspec's files have no `readline(limit)`,
-  which bounds how much of a long line is held)."""
-  if not paths_module.is_remote(path):
-    with open(path, "rb", buffering=buffering) as f:
-      yield f
-    return
-  with paths_module.open_file(path, "rb") as raw:
-    yield io.BufferedReader(raw, buffering)
-
-
 def _is_blank(line: bytes) -> bool:
   # The readers' rule is `not line.strip()` on the decoded text: ASCII
   # whitespace here, and a short line is decoded for Unicode spaces.
@@ -89,7 +73,7 @@ def next_document_end(path: str, at: int) -> Optional[int]:
     >>> [next_document_end(path, at) for at in (0, 3, 5, 10)]
     [5, 5, 9, None]
   """
-  with open_input(path) as f:
+  with paths_module.open_file(path, "rb") as f:
     # At a line start: at 0, or just after a newline; else skip to the next.
     starting = at == 0
     if at > 0:
