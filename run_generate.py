@@ -29,6 +29,7 @@ from absl import flags, logging
 
 from data_utils.errors import UsageError, check_positive, run_app, run_main
 from data_utils.lm.texts import read_texts
+from data_utils.path_checks import check_store, tf_path
 from data_utils.progress import Progress
 from data_utils.tokenization import EOD_ID
 from xlnet_tf.export.directory import check_export_dir
@@ -106,6 +107,8 @@ def check_flags(f):
                      "--export_dir alone)")
   if exporting:
     check_positive(f.export_prompt_length, "export_prompt_length")
+    # A SavedModel is TF's to write: local or gs:// only.
+    check_store(tf_path(f.export_dir, "export_dir"), "export_dir")
     check_export_dir(f.export_dir, EXPORT_KIND)
   if f.strategy not in STRATEGIES:
     raise UsageError(f"--strategy={f.strategy}: must be one of "

@@ -30,6 +30,7 @@ where the character class changes and between digits).
 from absl import flags
 
 from data_utils.errors import run_app
+from data_utils.path_checks import check_store
 from xlnet_tf import cli
 from xlnet_tf.tasks.registry import task_spec
 
@@ -90,8 +91,14 @@ def main(argv):
   del argv
   if FLAGS.do_prepro:
     cli.split_cpu(FLAGS.num_cpu_devices)
-    return cli.run_main("run_squad",
-                        lambda: TASK.workflow(_options()).prepro())
+
+    def prepro():
+      cli.check_path_flags(FLAGS)
+      for flag in ("train_file", "predict_file"):
+        if getattr(FLAGS, flag):
+          check_store(getattr(FLAGS, flag), flag)
+      return TASK.workflow(_options()).prepro()
+    return cli.run_main("run_squad", prepro)
   return cli.run_finetune_main("run_squad", FLAGS, _options, TASK.run)
 
 

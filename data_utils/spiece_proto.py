@@ -23,8 +23,7 @@ from __future__ import annotations
 
 from typing import List, NamedTuple, Tuple, Union
 
-import tensorflow as tf
-
+from data_utils import paths
 from data_utils.tokenization import TokenizerError
 
 
@@ -32,10 +31,9 @@ def read_model(model: Union[str, bytes]) -> bytes:
   """The bytes of a model given as a path or as its bytes."""
   if isinstance(model, bytes):
     return model
-  if not tf.io.gfile.exists(model):
+  if not paths.exists(model):
     raise TokenizerError(f"{model}: SentencePiece model not found")
-  with tf.io.gfile.GFile(model, "rb") as f:
-    return f.read()
+  return paths.read_bytes(model)
 
 
 # sentencepiece_model.proto: piece types, and the unigram model type.

@@ -31,7 +31,8 @@ import numpy as np
 from absl import flags
 
 from data_utils.classification.features import convert_example
-from data_utils.errors import run_app, run_main
+from data_utils import paths
+from data_utils.errors import UsageError, run_app, run_main
 from data_utils.tokenization import SentencePieceTokenizer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -115,6 +116,11 @@ def cli_output(text: str, key: str) -> list:
 def demo() -> int:
   args = FLAGS
   s = SIZES["tiny" if args.tiny else "demo"]
+  if paths.is_remote(args.workdir):
+    # Its logs, query arrays and saved_model_cli's inputs are local files
+    # (each script it runs takes bucket paths itself).
+    raise UsageError(f"--workdir={args.workdir}: the demo runs in a local "
+                     "folder; give a local path")
   work = os.path.abspath(args.workdir)
   if args.fresh and os.path.isdir(work):
     shutil.rmtree(work)

@@ -43,7 +43,7 @@ import re
 import sys
 from typing import List, Optional, Sequence
 
-
+from data_utils import paths
 from data_utils.errors import UsageError, run_main
 from data_utils.text_files import read_json
 from xlnet_tf.checkpoint_files import is_native_checkpoint, resolve_checkpoint
@@ -55,7 +55,7 @@ from xlnet_tf.io import (is_hf_directory, load_hf_weights,
 from xlnet_tf.convert_args import (CONFIG_NAME, DEFAULT_PREFIX, FLAGS,
                                    PRETRAINING_ONLY, PROGRAM,
                                    RUN_OPTION_FLAGS, RUN_OPTIONS, ConvertArgs,
-                                   ConvertError, parse_args)
+                                   ConvertError, check_locations, parse_args)
 from xlnet_tf.io.hf_config import HF_CONFIG, config_from_hf
 from xlnet_tf.io.hf_files import HF_WEIGHTS
 from xlnet_tf.io.hf_names import MASK_EMB
@@ -142,18 +142,18 @@ def _detect_from_native(names: dict) -> dict:
 def _load_config(path: Optional[str], source: str, fmt: str):
   if path:
     return XLNetConfig.from_json(path)
-  base = source if os.path.isdir(source) else os.path.dirname(
-      os.path.abspath(source))
-  candidate = os.path.join(base, CONFIG_NAME)
-  if os.path.isfile(candidate):
+  base = source if paths.isdir(source) else paths.dirname(
+      paths.absolute(source))
+  candidate = paths.join(base, CONFIG_NAME)
+  if paths.isfile(candidate):
     return XLNetConfig.from_json(candidate)
   raise ConvertError(f"{source}: no {CONFIG_NAME} beside the {fmt} "
                      "checkpoint; pass --config")
 
 
 def _target_prefix(target: str) -> str:
-  if target.endswith(os.sep) or os.path.isdir(target):
-    return os.path.join(target, DEFAULT_PREFIX)
+  if target.endswith(os.sep) or paths.isdir(target):
+    return paths.join(target, DEFAULT_PREFIX)
   return target
 
 
@@ -161,12 +161,12 @@ def target_files(target: str, to_format: str) -> List[str]:
   """The files a conversion to `target` writes or replaces (checkpoint data
   files by pattern: their shard count is known only once written)."""
   if to_format == "hf":
-    return [os.path.join(target, name) for name in (HF_CONFIG, HF_WEIGHTS)]
+    return [paths.join(target, name) for name in (HF_CONFIG, HF_WEIGHTS)]
   prefix = _target_prefix(target)
-  directory = os.path.dirname(os.path.abspath(prefix))
+  directory = paths.dirname(paths.absolute(prefix))
   return [prefix + ".index", prefix + ".data-*",
-          os.path.join(directory, CONFIG_NAME),
-          os.path.join(directory, "checkpoint")]
+          paths.join(directory, CONFIG_NAME),
+          paths.join(directory, "checkpoint")]
 
 
 def check_target(args) -> None:
@@ -176,8 +176,9 @@ def check_target(args) -> None:
   if args.overwrite:
     return
   for pattern in target_files(args.target, args.to_format):
-    found = sorted(glob.glob(glob.escape(os.path.dirname(pattern)) + os.sep +
-                             os.path.basename(pattern)))
+    found = paths.glob(pattern) if paths.is_remote(pattern) else sorted(
+        glob.glob(glob.escape(os.path.dirname(pattern)) + os.sep +
+                  os.path.basename(pattern)))
     if found:
       raise ConvertError(f"--to={args.target}: {found[0]} exists; choose "
                          "another --to, or pass --overwrite to replace it")
@@ -226,7 +227,7 @@ def _source_model(args: ConvertArgs, fmt: str):
   options = RunOptions()
   if fmt == "hf":
     spec = config_from_hf(read_hf_config(args.source),
-                          os.path.join(args.source, HF_CONFIG))
+                          paths.join(args.source, HF_CONFIG))
     config = XLNetConfig.from_json(args.config) if args.config else spec.config
     # Keep the HF run options so that an HF -> HF conversion keeps them.
     options = spec.options
@@ -278,6 +279,7 @@ def _load(obj, args: ConvertArgs, fmt: str, model: str, notes: List[str]):
 
 def convert(args: ConvertArgs) -> List[str]:
   """Does the conversion `args` asks for; returns the report lines."""
+  check_locations(args)
   check_target(args)
   fmt = args.from_format
   if fmt == "auto":
@@ -320,8 +322,8 @@ def convert(args: ConvertArgs) -> List[str]:
       written = save_original_checkpoint(obj, prefix)
     else:
       written = save_native_checkpoint(obj, prefix)
-    config_path = os.path.join(os.path.dirname(os.path.abspath(written)),
-                               CONFIG_NAME)
+    config_path = paths.join(paths.dirname(paths.absolute(written)),
+                             CONFIG_NAME)
     config.to_json(config_path)
     lines.append(f"wrote {written} ({args.to_format}) and {config_path}")
     if config.ff_activation == "gelu_exact" and args.to_format == "original":

@@ -10,6 +10,8 @@ from typing import Optional, Sequence
 from absl import flags
 
 from data_utils.errors import UsageError, UserError, one_line
+from data_utils.path_checks import check_store, tf_path
+from xlnet_tf.io.hf_files import is_hf_directory
 from xlnet_tf.pretrained import model_kinds
 from xlnet_tf.tasks import SUMMARY_TYPES
 from xlnet_tf.tasks.registry import TASKS, task_spec
@@ -137,3 +139,19 @@ def parse_args(argv: Sequence[str]) -> ConvertArgs:
     values["model"] = task_spec(values["model"]).name  # an older name
   return ConvertArgs(source=FLAGS["from"].value, target=FLAGS["to"].value,
                      **values)
+
+
+def check_locations(args: ConvertArgs) -> None:
+  """One line, before any work, for a path that cannot be used: a store
+  that does not answer or lacks the bucket; an `s3://` checkpoint (TF
+  reads and writes the original and native layouts itself, and TF 2.20 has
+  no s3://; HF files go through `data_utils.paths`, any store)."""
+  for flag, path in (("from", args.source), ("to", args.target),
+                     ("config", args.config),
+                     ("run_options", args.run_options)):
+    if path:
+      check_store(path, flag)
+  if args.to_format != "hf":
+    tf_path(args.target, "to")
+  if args.from_format != "hf" and not is_hf_directory(args.source):
+    tf_path(args.source, "from")

@@ -15,9 +15,9 @@ class and HF architecture.
 
 from __future__ import annotations
 
-import os
 from typing import Optional, Sequence
 
+from data_utils import paths
 from xlnet_tf.checkpoint_files import CheckpointError
 from xlnet_tf.config import RunOptions, XLNetConfig
 from xlnet_tf.encoder import XLNetModel
@@ -128,7 +128,7 @@ def load_hf_model(directory: str, model: Optional[str] = None,
     model(input_ids, segment_ids=token_type_ids, input_mask=1 - attention_mask)
   """
   spec = config_from_hf(read_hf_config(directory),
-                        os.path.join(directory, HF_CONFIG))
+                        paths.join(directory, HF_CONFIG))
   obj = build_model(model or spec.model, spec.config, options or spec.options,
                     **{**spec.head, **head})
   return obj, load_hf_weights(obj, directory, strict=strict)

@@ -1,44 +1,43 @@
 """The data side of embeddings: a text's pieces with their character offsets,
 the model's window layout, and the files the vectors are written to.
 
-Pieces. `text_pieces` gives the pieces and ids of
-`SentencePieceTokenizer.encode_ids(text)` and, for each, `start`/`end`:
-code-point offsets into the ORIGINAL text (end exclusive), so
-`text[start:end]` is what the piece stands for (without its "▁"; a lone
-"▁" has an empty span).
+Pieces. `text_pieces` gives the pieces and ids of `tokenizer.encode_ids(text)`
+and, for each, `start`/`end`: code-point offsets into the ORIGINAL text (end
+exclusive), so `text[start:end]` is what the piece stands for (without its
+"▁"; a lone "▁" has an empty span).
 
-Layout. A text of n pieces is `pieces <sep> <cls>` (segment ids A A C,
-padding segment 4 and id 0, as the classifier's features), LEFT padded to
-the batch's length T: at most one window S = max_seq_length (a multiple of
-8), or N * S for N segments read with memory when the longest text needs
-more than one window. `input_mask` is float32, 1 = padding.
+Layout. A text of n pieces is `pieces <sep> <cls>` (segment ids A A C, padding
+segment 4 and id 0, as the classifier's features), LEFT padded to the batch's
+length T: at most one window S = max_seq_length (a multiple of 8), or N * S
+for N segments read with memory when the longest text needs more than one
+window. `input_mask` is float32, 1 = padding.
 
 Files (K chosen layers, D d_model, Q poolings):
   `.jsonl` output  the index: line i is text i,
                    {"index", "text", "pieces", "ids", "starts", "ends",
-                    "rows": [first, end) or null without piece vectors,
-                    "layers"}; beside it
+                    "rows": [first, end) or null, "layers"}; beside it
                    `<stem>.pieces.npy` float32 [total pieces, K, D] (text i
                    has rows `rows`) and `<stem>.<pooling>.npy` float32
                    [texts, K, D] per pooling.
   `.tfrecord`      one tf.train.Example per text: index, text, pieces, ids,
                    starts, ends, layers, d_model (int64/bytes lists),
                    piece_vectors (float [n * K * D]), `pooled/<pooling>`.
-Every file appears whole or not at all (written beside, then renamed).
+Every file appears whole or not at all (`data_utils.atomic.atomic_path`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import math
-import os
 import unicodedata
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
 
+from data_utils import paths
 from data_utils.atomic import atomic_path
 from data_utils.errors import UserError
 from data_utils.records import example_bytes, float_feature, int_feature
@@ -368,33 +367,34 @@ def read_embedding_file(path: str, poolings: Sequence[str]) -> List[dict]:
   {pooling: `[K, D]`}, float32 arrays."""
   out = []
   if path.endswith(".tfrecord"):
-    for raw in tf.data.TFRecordDataset(path).as_numpy_iterator():
-      f = tf.train.Example.FromString(raw).features.feature
-      ints = {k: list(f[k].int64_list.value)
-              for k in ("ids", "starts", "ends", "layers")}
-      k, d = len(ints["layers"]), f["d_model"].int64_list.value[0]
-      row = {"index": f["index"].int64_list.value[0],
-             "text": f["text"].bytes_list.value[0].decode("utf-8"),
-             "pieces": [p.decode("utf-8")
-                        for p in f["pieces"].bytes_list.value],
-             **ints, "vectors": None, "pooled": {}}
-      if "piece_vectors" in f:
-        row["vectors"] = np.asarray(f["piece_vectors"].float_list.value,
-                                    np.float32).reshape(len(ints["ids"]), k, d)
-      for name in poolings:
-        row["pooled"][name] = np.asarray(
-            f[f"pooled/{name}"].float_list.value, np.float32).reshape(k, d)
-      out.append(row)
+    with paths.local_copy(path) as local:  # TF has no s3://
+      for raw in tf.data.TFRecordDataset(local).as_numpy_iterator():
+        f = tf.train.Example.FromString(raw).features.feature
+        ints = {k: list(f[k].int64_list.value)
+                for k in ("ids", "starts", "ends", "layers")}
+        k, d = len(ints["layers"]), f["d_model"].int64_list.value[0]
+        row = {"index": f["index"].int64_list.value[0],
+               "text": f["text"].bytes_list.value[0].decode("utf-8"),
+               "pieces": [p.decode("utf-8")
+                          for p in f["pieces"].bytes_list.value],
+               **ints, "vectors": None, "pooled": {}}
+        if "piece_vectors" in f:
+          row["vectors"] = np.asarray(f["piece_vectors"].float_list.value,
+                                      np.float32).reshape(-1, k, d)
+        for name in poolings:
+          row["pooled"][name] = np.asarray(
+              f[f"pooled/{name}"].float_list.value, np.float32).reshape(k, d)
+        out.append(row)
     return out
   stem = path[:-len(".jsonl")]
-  pieces = (np.load(f"{stem}.pieces.npy")
-            if os.path.isfile(f"{stem}.pieces.npy") else None)
-  pooled = {name: np.load(f"{stem}.{name}.npy") for name in poolings}
-  with open(path, encoding="utf-8") as f:
+  arrays = {name: np.load(io.BytesIO(paths.read_bytes(f"{stem}.{name}.npy")))
+            for name in ["pieces"] + list(poolings)
+            if name != "pieces" or paths.isfile(f"{stem}.pieces.npy")}
+  with paths.open_file(path, encoding="utf-8") as f:
     for line in f:
       row = json.loads(line)
       rows = row.pop("rows")
-      row["vectors"] = None if rows is None else pieces[rows[0]:rows[1]]
-      row["pooled"] = {k: v[row["index"]] for k, v in pooled.items()}
+      row["vectors"] = rows and arrays["pieces"][rows[0]:rows[1]]
+      row["pooled"] = {k: arrays[k][row["index"]] for k in poolings}
       out.append(row)
   return out

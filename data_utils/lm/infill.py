@@ -20,11 +20,11 @@ directly continues a hole (no space between) does not open a new word.
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass, field
 from typing import List, Optional, Sequence, Tuple
 
+from data_utils import paths
 from data_utils.errors import UserError
 from data_utils.text_files import utf8_error
 from data_utils.lm.texts import read_numbered_texts, text_format
@@ -198,12 +198,12 @@ def read_infill_file(path: str, column: Optional[str] = None
     for line_no, text in read_numbered_texts(path, column):
       items.append(require_holes(parse_masks(text), f"{path}:{line_no}"))
     return items
-  if not os.path.isfile(path):
+  if not paths.isfile(path):
     raise UserError(f"{path}: no such file")
   field_name = column or "text"
   items = []
   try:
-    with open(path, encoding="utf-8") as f:
+    with paths.open_file(path, encoding="utf-8") as f:
       for line_no, line in enumerate(f, start=1):
         if not line.strip():
           continue

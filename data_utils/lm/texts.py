@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 from typing import List, Optional, Tuple
 
+from data_utils import paths
 from data_utils.errors import UserError
 from data_utils.text_files import utf8_error
 
@@ -58,11 +58,11 @@ def read_numbered_texts(path: str, column: Optional[str] = None
                         ) -> List[Tuple[int, str]]:
   """`read_texts` with each text's line number in the file (1-based), for
   messages that point at it."""
-  if not os.path.isfile(path):
+  if not paths.isfile(path):
     raise UserError(f"{path}: no such file")
   kind = text_format(path, column)
   try:
-    with open(path, encoding="utf-8", newline="") as f:
+    with paths.open_file(path, encoding="utf-8", newline="") as f:
       if kind == "lines":
         return [(n, line.rstrip("\r\n")) for n, line in enumerate(f, 1)]
       if kind == "jsonl":

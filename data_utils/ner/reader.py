@@ -22,6 +22,7 @@ import dataclasses
 import json
 from typing import Iterator, List, Optional, Sequence
 
+from data_utils import paths
 from data_utils.errors import UserError
 from data_utils.ner import schemes
 from data_utils.text_files import BadLine, read_lines
@@ -97,7 +98,7 @@ def _lines(path: str) -> Iterator[str]:
   """The file's text lines (a UTF-8 byte-order mark dropped); a line that
   is not UTF-8, holds a NUL byte or is over 1 MiB (read in bounded pieces)
   is a one-line NerDataError naming it."""
-  with open(path, "rb") as f:
+  with paths.open_file(path, "rb") as f:
     for n, text in read_lines(f):
       if isinstance(text, BadLine):
         raise NerDataError(f"{path}:{n}: {text.reason}")

@@ -13,6 +13,7 @@ import dataclasses
 import os
 from typing import List
 
+from data_utils import paths
 from data_utils.classification.reader import TaskDataError, text_files
 from data_utils.text_files import read_json
 
@@ -124,9 +125,9 @@ def read_race(data_dir: str, split: str, high_only: bool = False,
   examples = []
   for folder in split_files(split, high_only, middle_only):
     level = folder.rsplit("/", 1)[1]
-    for path in text_files(os.path.join(data_dir, folder),
+    for path in text_files(paths.join(data_dir, folder),
                            "RACE layout {train,dev,test}/{middle,high}/*.txt"):
-      name = os.path.basename(path)
+      name = paths.basename(path)
       data = _passage(path)
       for i, answer in enumerate(data["answers"]):
         examples.append(RaceExample(

@@ -11,11 +11,11 @@ wrong).
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Dict, List
 
 from absl import logging
 
+from data_utils import paths
 from data_utils.errors import UserError
 from data_utils.text_files import read_json
 
@@ -62,7 +62,7 @@ def read_squad(path: str, is_training: bool = False) -> SquadData:
   `is_impossible`; otherwise a question without either leaves the file
   `labeled=False` (predictions only).
   """
-  if not os.path.isfile(path):
+  if not paths.isfile(path):
     raise SquadDataError(f"{path}: no such file")
   raw = read_json(path, SquadDataError)
   if not isinstance(raw, dict) or not isinstance(raw.get("data"), list):

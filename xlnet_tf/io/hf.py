@@ -12,13 +12,13 @@ directory describes needs the task models: `xlnet_tf.pretrained`.
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Dict, List, Optional
 
 import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from data_utils import paths
 from xlnet_tf.building import build_once
 from xlnet_tf.checkpoint_files import CheckpointError
 from xlnet_tf.config import RunOptions
@@ -124,7 +124,7 @@ def load_hf_weights(obj, directory: str, strict: bool = False
   """
   directory = directory.rstrip("/") or directory
   data = read_hf_config(directory)
-  spec = config_from_hf(data, os.path.join(directory, HF_CONFIG))
+  spec = config_from_hf(data, paths.join(directory, HF_CONFIG))
   encoder = encoder_of(obj)
   notes = _config_notes(spec, data, encoder, directory)
   tensors = read_hf_tensors(directory)
@@ -206,7 +206,7 @@ def write_hf_weights(obj, directory: str, config: dict) -> HFSaveReport:
   if cfg.ff_activation == "gelu_exact":
     notes.append("ff_activation gelu_exact saved as HF 'gelu' (erf form)")
   write_hf_directory(directory, config, tensors)
-  report = HFSaveReport(os.path.abspath(directory), architecture,
+  report = HFSaveReport(paths.absolute(directory), architecture,
                         sorted(tensors), skipped, notes)
   logging.info(report.summary())
   return report

@@ -12,7 +12,8 @@ from typing import Dict, List, Optional
 import numpy as np
 from safetensors.numpy import save_file
 
-from data_utils.atomic import temp_dir
+from data_utils import paths
+from data_utils.atomic import atomic_path, temp_dir, write_json
 from xlnet_tf.checkpoint_files import DAMAGED, CheckpointError
 from xlnet_tf.config import ConfigError
 from xlnet_tf.io.hf_config import HF_CONFIG
@@ -25,21 +26,20 @@ HF_INDEX = "model.safetensors.index.json"
 def is_hf_directory(path: str) -> bool:
   """A directory with `config.json` and HF weights (safetensors, possibly
   sharded, or a torch `pytorch_model.bin`, which is refused when read)."""
-  if not (isinstance(path, str) and os.path.isdir(path)):
+  if not (isinstance(path, str) and paths.isdir(path)):
     return False
   weights = (HF_WEIGHTS, HF_INDEX, "pytorch_model.bin")
-  return os.path.isfile(os.path.join(path, HF_CONFIG)) and any(
-      os.path.isfile(os.path.join(path, w)) for w in weights)
+  return paths.isfile(paths.join(path, HF_CONFIG)) and any(
+      paths.isfile(paths.join(path, w)) for w in weights)
 
 
 def read_hf_config(directory: str) -> dict:
   """The parsed `config.json` of `directory`; one-line errors naming it."""
-  path = os.path.join(directory, HF_CONFIG)
-  if not os.path.isfile(path):
+  path = paths.join(directory, HF_CONFIG)
+  if not paths.isfile(path):
     raise CheckpointError(f"{directory}: no {HF_CONFIG}")
   try:
-    with open(path, "rb") as f:
-      return json.loads(f.read().decode("utf-8"))
+    return json.loads(paths.read_bytes(path).decode("utf-8"))
   except json.JSONDecodeError as e:
     raise ConfigError(f"{path}: not valid JSON ({e.msg} at line {e.lineno})"
                       ) from None
@@ -52,14 +52,14 @@ def read_hf_config(directory: str) -> dict:
 def _weight_files(directory: str, label: str) -> List[str]:
   """The safetensors files of an HF directory (one, or the shards its index
   lists); a missing shard or a damaged index raises `CheckpointError`."""
-  single = os.path.join(directory, HF_WEIGHTS)
-  index = os.path.join(directory, HF_INDEX)
-  if os.path.isfile(single):
+  single = paths.join(directory, HF_WEIGHTS)
+  index = paths.join(directory, HF_INDEX)
+  if paths.isfile(single):
     return [single]
-  if os.path.isfile(index):
+  if paths.isfile(index):
     try:
-      with open(index, "rb") as f:
-        weight_map = json.loads(f.read().decode("utf-8"))["weight_map"]
+      weight_map = json.loads(paths.read_bytes(index).decode("utf-8"))[
+          "weight_map"]
       shards = sorted(set(weight_map.values()))
     except ValueError as e:  # JSONDecodeError and UnicodeDecodeError
       raise CheckpointError(f"{label}: {DAMAGED}: {HF_INDEX} is not valid "
@@ -68,11 +68,11 @@ def _weight_files(directory: str, label: str) -> List[str]:
       raise CheckpointError(f"{label}: {DAMAGED}: {HF_INDEX} has no "
                             "weight_map of tensor -> file") from None
     for shard in shards:
-      if not os.path.isfile(os.path.join(directory, str(shard))):
+      if not paths.isfile(paths.join(directory, str(shard))):
         raise CheckpointError(f"{label}: {DAMAGED}: {shard} is missing "
                               f"(listed in {HF_INDEX})")
-    return [os.path.join(directory, s) for s in shards]
-  if os.path.isfile(os.path.join(directory, "pytorch_model.bin")):
+    return [paths.join(directory, s) for s in shards]
+  if paths.isfile(paths.join(directory, "pytorch_model.bin")):
     raise CheckpointError(
         f"{label}: holds pytorch_model.bin only; this project reads "
         f"safetensors (re-save with transformers: "
@@ -108,7 +108,11 @@ def write_hf_directory(directory: str, config: dict,
                      tensors: Dict[str, np.ndarray]) -> None:
   """config.json + model.safetensors, atomically: both are written in a temp
   directory beside the target, which is then renamed into place (a new
-  directory appears whole; in an existing one each file is replaced)."""
+  directory appears whole; in an existing one each file is replaced). In a
+  bucket each file is uploaded whole, weights first, config last."""
+  if paths.is_remote(directory):
+    _upload_hf_directory(paths.absolute(directory), config, tensors)
+    return
   directory = os.path.abspath(directory)
   parent = os.path.dirname(directory)
   os.makedirs(parent, exist_ok=True)
@@ -136,3 +140,17 @@ def write_hf_directory(directory: str, config: dict,
     stale = os.path.join(directory, HF_INDEX)
     if os.path.isfile(stale):  # an older sharded save would shadow ours
       os.remove(stale)
+
+
+def _upload_hf_directory(directory: str, config: dict,
+                         tensors: Dict[str, np.ndarray]) -> None:
+  # No rename in a bucket: each object appears whole when uploaded, and the
+  # config last, so a reader never sees the new config with old weights.
+  if paths.isfile(directory):
+    raise CheckpointError(f"{directory}: exists and is not a directory")
+  with atomic_path(paths.join(directory, HF_WEIGHTS)) as tmp:
+    save_file(tensors, tmp, metadata={"format": "pt"})
+  write_json(paths.join(directory, HF_CONFIG), config)
+  stale = paths.join(directory, HF_INDEX)
+  if paths.isfile(stale):  # an older sharded save would shadow ours
+    paths.remove(stale)

@@ -8,13 +8,13 @@ tensor's dtype, shape and data_offsets, then the data up to the last offset.
 from __future__ import annotations
 
 import json
-import os
 import struct
 from typing import Dict, Optional
 
 import numpy as np
-from safetensors.numpy import load_file
+from safetensors.numpy import load, load_file
 
+from data_utils import paths
 from xlnet_tf.checkpoint_files import DAMAGED, CheckpointError
 
 _RAW_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8",
@@ -32,13 +32,13 @@ def safetensors_problem(path: str) -> Optional[str]:
   up to the last offset, nothing after), or None. Reads the header only.
   The format has no checksums: changed bytes inside tensor data cannot be
   detected."""
-  name = os.path.basename(path)
-  size = os.path.getsize(path)
+  name = paths.basename(path)
+  size = paths.getsize(path)
   if size == 0:
     return f"{name} is empty"
   if size < 8:
     return f"{name} is truncated ({size} bytes, not even its header size)"
-  with open(path, "rb") as f:
+  with paths.open_file(path, "rb") as f:
     (length,) = struct.unpack("<Q", f.read(8))
     if length > _MAX_HEADER:
       return (f"{name} is not a safetensors file (its first 8 bytes give a "
@@ -69,7 +69,7 @@ def _read_raw(path: str) -> Dict[str, np.ndarray]:
   """The file format by hand (8-byte header size, JSON header, data), for
   bfloat16, which NumPy (hence safetensors.numpy) has no dtype for; bfloat16
   is the top half of a float32, so it widens exactly."""
-  with open(path, "rb") as f:
+  with paths.open_file(path, "rb") as f:
     (size,) = struct.unpack("<Q", f.read(8))
     header = json.loads(f.read(size))
     data = f.read()
@@ -103,7 +103,9 @@ def read_safetensors(path: str, label: str) -> Dict[str, np.ndarray]:
   if problem:
     raise CheckpointError(f"{label}: {DAMAGED}: {problem}")
   try:
-    return load_file(path)
+    # A bucket's file is read whole (the package reads local files only).
+    return load(paths.read_bytes(path)) if paths.is_remote(path) else \
+        load_file(path)
   except TypeError:  # a dtype NumPy lacks (bfloat16)
     return _read_raw(path)
   except Exception as e:  # the Rust reader's own error types

@@ -5,9 +5,9 @@ weights (`load_language_model`). Pretraining's `run_options.json` and
 
 from __future__ import annotations
 
-import os
 from typing import Optional, Tuple
 
+from data_utils import paths
 from data_utils.text_files import read_json
 from xlnet_tf.checkpoint_files import CheckpointError, resolve_checkpoint
 from xlnet_tf.config import ConfigError, RunOptions, XLNetConfig
@@ -26,10 +26,10 @@ _KEPT_OPTIONS = ("attn_type", "clamp_len", "same_length")
 def file_beside(prefix: str, name: str) -> Optional[str]:
   """`name` in the checkpoint's directory or the one above it (run_pretrain
   writes `model_dir/run_options.json` and `model_dir/original/...`)."""
-  folder = os.path.dirname(os.path.abspath(prefix))
-  for where in (folder, os.path.dirname(folder)):
-    path = os.path.join(where, name)
-    if os.path.isfile(path):
+  folder = paths.dirname(paths.absolute(prefix))
+  for where in (folder, paths.dirname(folder)):
+    path = paths.join(where, name)
+    if paths.isfile(path):
       return path
   return None
 
@@ -44,7 +44,7 @@ def language_model_config(path: str, model_config_path: Optional[str] = None
   (attn_type, clamp_len, same_length) of `run_options.json` beside the
   checkpoint or of HF's config."""
   if is_hf_directory(path):
-    spec = config_from_hf(read_hf_config(path), os.path.join(path, HF_CONFIG))
+    spec = config_from_hf(read_hf_config(path), paths.join(path, HF_CONFIG))
     kept = {k: getattr(spec.options, k) for k in _KEPT_OPTIONS}
     if model_config_path:
       return XLNetConfig.from_json(model_config_path), model_config_path, kept

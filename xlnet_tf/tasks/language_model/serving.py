@@ -54,6 +54,7 @@ from typing import Optional, Sequence
 
 import tensorflow as tf
 
+from data_utils import paths
 from data_utils.errors import UsageError, check_positive
 from data_utils.graph_tokenizer import GraphTokenizer
 from data_utils.tokenization import PAD_ID, SPECIAL_SYMBOLS
@@ -233,11 +234,11 @@ def export_language_model(lm: XLNetPretrainer, spiece_model_file: str,
                        f"(0..{lm.encoder.config.n_token - 1})")
   check_export_dir(export_dir, EXPORT_KIND)
   try:
-    with open(spiece_model_file, "rb"):
+    with paths.open_file(spiece_model_file, "rb"):
       pass  # readable: one line naming the flag, not the tokenizer's words
   except OSError as e:
     raise UsageError(f"--spiece_model_file={spiece_model_file}: "
-                     f"{e.strerror}") from None
+                     f"{e.strerror or e}") from None
   tokenizer = GraphTokenizer(spiece_model_file, lower=uncased)
   server = LanguageModelServer(lm, tokenizer, max_seq_length,
                                max_new_tokens, stop_ids)

@@ -12,13 +12,15 @@ from typing import Iterable, Optional, Tuple
 
 from absl import flags
 
+from data_utils import paths
 from data_utils.atomic import atomic_path
 from data_utils.errors import UsageError, check_positive
-from data_utils.path_checks import check_writable_dir
+from data_utils.path_checks import check_store, check_writable_dir, tf_path
 from data_utils.tokenization import SentencePieceTokenizer
 from xlnet_tf.config import XLNetConfig
 from xlnet_tf.io import check_checkpoint
 from xlnet_tf.io.dims import check_config_fits
+from xlnet_tf.io.hf_files import is_hf_directory
 from xlnet_tf.tasks.language_model.loading import (language_model_config,
                                               load_language_model)
 from xlnet_tf.tasks.language_model.generation import (FLOAT_BYTES, MAX_POSITIONS, Limit,
@@ -66,17 +68,24 @@ def check_lm_flags(f, required=("init_checkpoint", "spiece_model_file")
     if not getattr(f, name):
       raise UsageError(f"--{name} is required")
   check_positive(f.batch_size, "batch_size")
-  if f.spiece_model_file and not os.path.isfile(f.spiece_model_file):
+  for name in ("spiece_model_file", "model_config_path", "input_file",
+               "init_checkpoint"):
+    if getattr(f, name):
+      check_store(getattr(f, name), name)
+  if f.spiece_model_file and not paths.isfile(f.spiece_model_file):
     raise UsageError(f"--spiece_model_file={f.spiece_model_file}: no such "
                      "file")
-  if f.model_config_path and not os.path.isfile(f.model_config_path):
+  if f.model_config_path and not paths.isfile(f.model_config_path):
     raise UsageError(f"--model_config_path={f.model_config_path}: no such "
                      "file")
-  if f.input_file is not None and not os.path.isfile(f.input_file):
+  if f.input_file is not None and not paths.isfile(f.input_file):
     raise UsageError(f"--input_file={f.input_file}: no such file")
   if f.clamp_len is not None and f.clamp_len < -1:
     raise UsageError(f"--clamp_len={f.clamp_len}: must be -1 (off) or >= 0")
   if f.init_checkpoint:
+    # TF reads a checkpoint itself (no s3://); an HF directory is ours.
+    if not is_hf_directory(f.init_checkpoint):
+      tf_path(f.init_checkpoint, "init_checkpoint")
     check_checkpoint(f.init_checkpoint, "init_checkpoint")
 
 
@@ -182,12 +191,13 @@ def check_output_file(path: Optional[str], flag: str, overwrite: bool
   replaced silently)."""
   if not path:
     raise UsageError(f"--{flag} is required")
-  if os.path.isdir(path):
+  check_store(path, flag)
+  if paths.isdir(path):
     raise UsageError(f"--{flag}={path}: is a directory")
-  if os.path.exists(path) and not overwrite:
+  if paths.exists(path) and not overwrite:
     raise UsageError(f"--{flag}={path}: exists; pass --overwrite to replace "
                      "it")
-  check_writable_dir(os.path.dirname(os.path.abspath(path)), flag, path)
+  check_writable_dir(paths.dirname(paths.absolute(path)), flag, path)
 
 
 def load_from_flags(f, need_lm_head: bool = True

@@ -18,7 +18,6 @@ is `target_eval_key`.
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
@@ -30,7 +29,9 @@ from data_utils.squad.reader import SquadData, read_squad
 from data_utils.squad.records import (cached_features, read_feature_meta,
                                       squad_dataset)
 from data_utils.errors import UsageError, UserError, check_positive
+from data_utils import paths
 from data_utils.outputs import output_name
+from data_utils.path_checks import check_store
 from xlnet_tf.tasks.squad.model import SquadTask
 from xlnet_tf.tasks.squad.serving import SQUAD_OUTPUTS, export_squad
 from xlnet_tf.training import checkpoint_number
@@ -105,7 +106,8 @@ class SquadWorkflow(FinetuneWorkflow):
       path = getattr(opts, flag)
       if not path:
         raise UsageError(f"--{flag} is required by {action}")
-      if not os.path.isfile(path):
+      check_store(path, flag)
+      if not paths.isfile(path):
         raise UsageError(f"--{flag}={path}: no such file (needed by "
                          f"{action})")
     # The file to answer is read now (it is small): a fault in it fails

@@ -22,12 +22,12 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import os
 from typing import Dict, List, Optional, Tuple
 
 import tensorflow as tf
 from absl import logging
 
+from data_utils import paths
 from data_utils.atomic import write_json
 from data_utils.errors import UsageError, UserError
 from data_utils.ner import predictions as ner_predictions
@@ -37,6 +37,7 @@ from data_utils.ner.reader import NerData, read_ner
 from data_utils.ner.records import cached_ner_features, ner_dataset
 from data_utils.ner.schemes import label_list
 from data_utils.outputs import output_name
+from data_utils.path_checks import check_store
 from xlnet_tf.tasks.token_classification.metrics import (
     entity_metrics, majority_baseline_tags, majority_tags)
 from xlnet_tf.tasks import TokenClassificationTask, export_token_classifier
@@ -83,8 +84,8 @@ class NerWorkflow(FinetuneWorkflow):
     if len(labels) < 2:
       source = (f"--label_list={','.join(opts.label_list)}"
                 if opts.label_list else self.read(opts.train_split).path
-                if opts.do_train else os.path.join(opts.train.model_dir,
-                                                   LABELS_FILE))
+                if opts.do_train else paths.join(opts.train.model_dir,
+                                                 LABELS_FILE))
       raise UserError(f"{source}: labels {labels}: no entity type to "
                       "learn")
     return labels
@@ -105,14 +106,17 @@ class NerWorkflow(FinetuneWorkflow):
     flag = {opts.train_split: "train_file", opts.eval_split: "eval_file",
             self.predict_split: "predict_file"}
     if given.get(split):
-      if not os.path.isfile(given[split]):
+      check_store(given[split], flag[split])
+      if not paths.isfile(given[split]):
         raise UsageError(f"--{flag[split]}={given[split]}: no such file")
       return given[split]
     names = [f"{split}{ext}" for ext in (".txt", ".conll", ".jsonl")]
     names += [_CONLL2003[split]] if split in _CONLL2003 else []
+    if opts.data_dir:
+      check_store(opts.data_dir, "data_dir")
     for name in names:
-      path = os.path.join(opts.data_dir or "", name)
-      if os.path.isfile(path):
+      path = paths.join(opts.data_dir or "", name)
+      if paths.isfile(path):
         return path
     where = f"--{flag[split]}" if split in flag else "a file"
     raise UsageError(f"--data_dir={opts.data_dir}: no file for split "
@@ -136,11 +140,11 @@ class NerWorkflow(FinetuneWorkflow):
     """--label_list, else the training file's types, else the labels a
     training run wrote to model_dir (see the module docstring)."""
     opts = self.opts
-    path = os.path.join(opts.train.model_dir or "", LABELS_FILE)
+    path = paths.join(opts.train.model_dir or "", LABELS_FILE)
     saved = None
-    if os.path.isfile(path):
+    if paths.isfile(path):
       try:
-        with open(path, encoding="utf-8") as f:
+        with paths.open_file(path, encoding="utf-8") as f:
           saved = json.load(f)["labels"]
       except (OSError, ValueError, KeyError, TypeError):
         raise UserError(f"{path}: not a label file written by run_ner.py "
@@ -186,8 +190,8 @@ class NerWorkflow(FinetuneWorkflow):
       self.read(self.predict_split)
 
   def train(self):
-    path = os.path.join(self.opts.train.model_dir, LABELS_FILE)
-    if not os.path.exists(path):
+    path = paths.join(self.opts.train.model_dir, LABELS_FILE)
+    if not paths.exists(path):
       write_json(path, {"labels": self.labels})
     return super().train()
 
