@@ -14,8 +14,6 @@ fine-tuning scripts and the original code load.
 """
 
 import dataclasses
-import glob
-import os
 import re
 from typing import Dict
 
@@ -25,7 +23,8 @@ from absl import flags, logging
 import xlnet_tf
 from data_utils.errors import (UsageError, UserError, check_positive,
                                run_app, run_main)
-from data_utils.path_checks import check_writable_dir
+from data_utils import paths
+from data_utils.path_checks import check_store, check_writable_dir, tf_path
 from data_utils.pretraining.examples import PretrainDataConfig
 from data_utils.pretraining.reader import (check_record_files,
                                            load_record_infos,
@@ -170,15 +169,15 @@ def recorded_run(model_dir: str) -> Dict[str, object]:
   is missing; {} for a new model_dir."""
   recorded: Dict[str, object] = {}
   for name in ("xlnet_config.json", "run_options.json"):
-    path = os.path.join(model_dir, name)
-    if not os.path.isfile(path):
+    path = paths.join(model_dir, name)
+    if not paths.isfile(path):
       continue
     data = read_json(path)
     if not isinstance(data, dict):
       raise UserError(f"{path}: not a JSON object; it records the run in "
                       "this --model_dir")
     recorded.update(data)
-  if not os.path.isfile(os.path.join(model_dir, "xlnet_config.json")):
+  if not paths.isfile(paths.join(model_dir, "xlnet_config.json")):
     latest = tf.train.latest_checkpoint(model_dir)
     if latest:
       recorded.update(config_from_checkpoint(latest))
@@ -216,13 +215,32 @@ def check_vocab(f) -> None:
   record-info names it); a smaller one fails mid-run on the first larger id.
   """
   for directory in f.record_info_dir.split(","):
-    for path in sorted(glob.glob(os.path.join(
-        directory, f"record_info-{f.split}-*.json"))):
+    for path in paths.glob(paths.join(
+        directory, f"record_info-{f.split}-*.json")):
       vocab = read_record_info(path).get("vocab_size")
       if isinstance(vocab, int) and vocab > f.n_token:
         raise UsageError(f"--n_token={f.n_token}: smaller than the "
                          f"vocabulary the records were built with ({vocab} "
                          f"pieces, {path})")
+
+
+def check_paths(f) -> None:
+  """Every path flag, before any work or write: one line naming the flag
+  for a scheme TensorFlow cannot read or write (it reads the records and
+  the init checkpoint and writes model_dir itself: s3:// is refused), a
+  store that does not answer or lacks the bucket, or a model_dir that
+  cannot be written."""
+  directories = f.record_info_dir.split(",")
+  for flag, path in [("model_dir", f.model_dir)] + [
+      ("record_info_dir", d) for d in directories] + [
+          ("init_checkpoint", f.init_checkpoint)]:
+    if path:
+      tf_path(path, flag)
+  for directory in directories:
+    check_store(directory, "record_info_dir")
+  if f.init_checkpoint:
+    check_store(f.init_checkpoint, "init_checkpoint")
+  check_writable_dir(f.model_dir, "model_dir")
 
 
 def _pretrain(f) -> int:
@@ -251,7 +269,7 @@ def _pretrain(f) -> int:
       grad_accum_steps=f.grad_accum_steps, jit_compile=f.jit_compile,
       seed=f.seed)
   train_opts.validate()
-  check_writable_dir(f.model_dir, "model_dir")
+  check_paths(f)
   check_resume(f, config, options)  # before anything is written there
   check_init_checkpoint(train_opts, config=config)
   trainer = Trainer(PretrainTask(config, options, f.seq_len), train_opts,
@@ -291,10 +309,10 @@ def _pretrain(f) -> int:
     return 0  # multi-worker: the chief exports
   # Its own directory: the original layout's `checkpoint` state file must
   # not shadow the training checkpoints'.
-  export_dir = os.path.join(f.model_dir, "original")
+  export_dir = paths.join(f.model_dir, "original")
   prefix = save_original_checkpoint(
-      trainer.model, os.path.join(export_dir, "xlnet_model.ckpt"))
-  config.to_json(os.path.join(export_dir, "xlnet_config.json"))
+      trainer.model, paths.join(export_dir, "xlnet_model.ckpt"))
+  config.to_json(paths.join(export_dir, "xlnet_config.json"))
   logging.info("final loss %s; original-layout weights: %s (+ "
                "xlnet_config.json)", logs.get("loss"), prefix)
   return 0

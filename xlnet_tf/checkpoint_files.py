@@ -22,6 +22,7 @@ from typing import List
 import numpy as np
 import tensorflow as tf
 
+from data_utils import paths
 from data_utils.errors import UserError
 
 # The words every damage message starts with (after the file or flag).
@@ -40,11 +41,40 @@ def _tf_reason(e: BaseException) -> str:
   return text.split(" [Op:")[0].strip()
 
 
-def _data_files(prefix: str) -> List[str]:
-  """The prefix's data shards on disk, sorted."""
-  pattern = glob.escape(prefix) + ".data-[0-9][0-9][0-9][0-9][0-9]-of-" \
-      "[0-9][0-9][0-9][0-9][0-9]"
+# A checkpoint in a bucket is TensorFlow's to read, so it is probed with
+# TF's own filesystem (tf.io.gfile): what is found is what TF will read.
+# Local paths go to the OS as before.
+
+def _isdir(path: str) -> bool:
+  return tf.io.gfile.isdir(path) if paths.is_remote(path) else \
+      os.path.isdir(path)
+
+
+def _isfile(path: str) -> bool:
+  if paths.is_remote(path):
+    return tf.io.gfile.exists(path) and not tf.io.gfile.isdir(path)
+  return os.path.isfile(path)
+
+
+def _size(path: str) -> int:
+  return tf.io.gfile.stat(path).length if paths.is_remote(path) else \
+      os.path.getsize(path)
+
+
+def _glob(pattern: str) -> List[str]:
+  """Files matching `pattern`, sorted (in a bucket, TF's glob: its names
+  have no special characters to escape in what this module asks)."""
+  if paths.is_remote(pattern):
+    return sorted(tf.io.gfile.glob(pattern))
   return sorted(glob.glob(pattern))
+
+
+def _data_files(prefix: str) -> List[str]:
+  """The prefix's data shards on disk (or in a bucket), sorted."""
+  shards = ".data-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9]"
+  if paths.is_remote(prefix):
+    return _glob(prefix + shards)
+  return _glob(glob.escape(prefix) + shards)
 
 
 def _shard_name(prefix: str, shard: int | None) -> str:
@@ -67,7 +97,7 @@ def _index_problem(prefix: str, e: BaseException) -> str:
   """What is wrong with an index the reader could not open."""
   index = os.path.basename(prefix) + ".index"
   reason = _tf_reason(e)
-  size = os.path.getsize(prefix + ".index")
+  size = _size(prefix + ".index")
   if size == 0:
     return f"{DAMAGED}: {index} is empty"
   if "bad magic number" in reason or "too short to be an sstable" in reason:
@@ -90,7 +120,7 @@ def _tensor_problem(prefix: str, name: str, e: BaseException) -> str | None:
   reason = _tf_reason(e)
   if isinstance(e, IndexError) or "Read less bytes than requested" in reason:
     files = _data_files(prefix)
-    if len(files) == 1 and os.path.getsize(files[0]) == 0:
+    if len(files) == 1 and _size(files[0]) == 0:
       return (f"{DAMAGED}: {os.path.basename(files[0])} is empty (needed "
               f"for {name})")
     return (f"{DAMAGED}: {_shard_name(prefix, None)} is truncated (read "
@@ -120,11 +150,11 @@ def resolve_checkpoint(path: str, label: str | None = None) -> str:
   its only `*.index` file. Errors start with `label` (default: `path`).
   """
   label = label or path
-  if os.path.isdir(path):
+  if _isdir(path):
     prefix = tf.train.latest_checkpoint(path)
     if prefix:
       return prefix
-    indexes = sorted(glob.glob(os.path.join(path, "*.index")))
+    indexes = _glob(paths.join(path, "*.index"))
     if len(indexes) == 1:
       return indexes[0][:-len(".index")]
     if not indexes:
@@ -136,7 +166,7 @@ def resolve_checkpoint(path: str, label: str | None = None) -> str:
         f"{indexes[-1][:-len('.index')]}")
   if path.endswith(".index"):
     path = path[:-len(".index")]
-  if not os.path.isfile(path + ".index"):
+  if not _isfile(path + ".index"):
     data = _data_files(path)
     if data:  # the data is there, its index is not
       raise CheckpointError(

@@ -9,6 +9,7 @@ from typing import Callable
 from absl import flags
 
 from data_utils.errors import UsageError, run_main
+from data_utils.path_checks import check_store, tf_path
 import xlnet_tf
 from xlnet_tf.tasks import SUMMARY_TYPES
 from xlnet_tf.training import TrainOptions, split_cpu
@@ -152,6 +153,28 @@ def finetune_options(f, options_cls, **extra):
       **extra)
 
 
+# The path flags of the fine-tuning scripts. TensorFlow reads and writes the
+# first group itself (checkpoints, SavedModels, the cached feature records
+# its datasets read), so they take local paths and gs:// only; the project
+# reads and writes the others (any store `data_utils.paths` knows).
+TF_PATH_FLAGS = ("model_dir", "init_checkpoint", "predict_ckpt", "output_dir",
+                 "export_dir")
+PATH_FLAGS = TF_PATH_FLAGS + ("data_dir", "spiece_model_file",
+                              "model_config_path", "predict_dir")
+
+
+def check_path_flags(f) -> None:
+  """One line naming the flag, before anything is read or written, for a
+  path flag on a scheme TF cannot use where TF uses it, or on a store that
+  does not answer, lacks credentials or the bucket (`path_checks`)."""
+  for flag in TF_PATH_FLAGS:
+    if getattr(f, flag, None):
+      tf_path(getattr(f, flag), flag)
+  for flag in PATH_FLAGS:
+    if getattr(f, flag, None):
+      check_store(getattr(f, flag), flag)
+
+
 def run_finetune_main(name: str, f, make_options: Callable, run: Callable
                       ) -> int:
   """Common body of a fine-tuning script's main (errors: `run_main`)."""
@@ -161,6 +184,7 @@ def run_finetune_main(name: str, f, make_options: Callable, run: Callable
     if not (f.do_train or f.do_eval or f.do_predict):
       raise UsageError("nothing to do: pass --do_train, --do_eval and/or "
                        "--do_predict")
+    check_path_flags(f)
     result = run(make_options())
     for servable, path in result.get("export", {}).items():
       print(f"exported {servable}: {path}")

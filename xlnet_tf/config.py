@@ -8,9 +8,9 @@ run to run, under the original run-config names and with the original defaults.
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Any, Optional
 
+from data_utils import paths
 from data_utils.atomic import write_json
 from data_utils.errors import UserError
 from data_utils.text_files import read_json
@@ -97,7 +97,7 @@ class XLNetConfig:
   @classmethod
   def from_json(cls, path: str) -> "XLNetConfig":
     """Reads an original-format `xlnet_config.json`; extra keys are ignored."""
-    if not os.path.isfile(path):
+    if not paths.isfile(path):
       raise ConfigError(f"{path}: no such config file")
     data = read_json(path, ConfigError)
     return dataclasses.replace(cls.from_dict(data, source=path), path=path)

@@ -17,10 +17,10 @@ from __future__ import annotations
 import csv
 import dataclasses
 import math
-import os
 import sys
 from typing import Dict, List, Optional, Sequence
 
+from data_utils import paths
 from data_utils.errors import UsageError, UserError
 from data_utils.text_files import utf8_error
 
@@ -147,11 +147,11 @@ def _check_label(label, labels, path, line_no):
 
 
 def _read_rows(path: str, delimiter: str, quoting):
-  if not os.path.isfile(path):
+  if not paths.isfile(path):
     raise TaskDataError(f"{path}: no such data file")
   # utf-8-sig drops the BOM some GLUE files (MRPC) start with.
   try:
-    with open(path, encoding="utf-8-sig", newline="") as f:
+    with paths.open_file(path, encoding="utf-8-sig", newline="") as f:
       reader = csv.reader(f, delimiter=delimiter, quoting=quoting)
       # The line a row starts on (a quoted CSV field may hold line breaks).
       line_no = 1
@@ -167,7 +167,7 @@ def _read_rows(path: str, delimiter: str, quoting):
 
 def read_tsv_task(spec: TsvSpec, data_dir: str, split: str, task: str
                   ) -> List[InputExample]:
-  path = os.path.join(data_dir, spec.files[split])
+  path = paths.join(data_dir, spec.files[split])
   test = split == "test"
   a_col = spec.test_text_a if test and spec.test_text_a is not None \
       else spec.text_a
@@ -206,7 +206,7 @@ def _generic_file(spec: GenericSpec, split: str) -> str:
 
 def read_csv_task(spec: CsvSpec, data_dir: str, split: str
                   ) -> List[InputExample]:
-  path = os.path.join(data_dir, _csv_file(split))
+  path = paths.join(data_dir, _csv_file(split))
   examples = []
   for line_no, row in _read_rows(path, ",", csv.QUOTE_MINIMAL):
     label = _check_label(_column(row, 0, path, line_no, "label"), spec.labels,
@@ -222,21 +222,21 @@ def read_csv_task(spec: CsvSpec, data_dir: str, split: str
 def text_files(folder: str, layout: str) -> List[str]:
   """The `*.txt` files of a release folder, numeric names in number order
   ("2.txt" before "10.txt"); a missing folder names the expected layout."""
-  if not os.path.isdir(folder):
+  if not paths.isdir(folder):
     raise TaskDataError(f"{folder}: no such folder (expected the {layout})")
-  return [os.path.join(folder, n) for n in sorted(
-      os.listdir(folder), key=lambda n: (len(n), n)) if n.endswith(".txt")]
+  return [paths.join(folder, n) for n in sorted(
+      paths.listdir(folder), key=lambda n: (len(n), n)) if n.endswith(".txt")]
 
 
 def read_imdb(data_dir: str, split: str) -> List[InputExample]:
-  root = os.path.join(data_dir, _imdb_root(split))
+  root = paths.join(data_dir, _imdb_root(split))
   examples = []
   for label in ("neg", "pos"):
-    for path in text_files(os.path.join(root, label), "aclImdb layout "
+    for path in text_files(paths.join(root, label), "aclImdb layout "
                            "{train,test}/{pos,neg}/*.txt"):
-      name = os.path.basename(path)
+      name = paths.basename(path)
       try:
-        with open(path, encoding="utf-8") as f:
+        with paths.open_file(path, encoding="utf-8") as f:
           text = f.read().strip().replace("<br />", " ")
       except UnicodeDecodeError:
         raise TaskDataError(utf8_error(path)) from None
@@ -246,7 +246,7 @@ def read_imdb(data_dir: str, split: str) -> List[InputExample]:
 
 def read_generic(spec: GenericSpec, data_dir: str, split: str
                  ) -> List[InputExample]:
-  path = os.path.join(data_dir, _generic_file(spec, split))
+  path = paths.join(data_dir, _generic_file(spec, split))
   quoting = csv.QUOTE_NONE if spec.delimiter == "\t" else csv.QUOTE_MINIMAL
   examples = []
   for k, (line_no, row) in enumerate(_read_rows(path, spec.delimiter,
@@ -297,10 +297,10 @@ def check_split_files(data_dir: str, names: Sequence[str], split: str,
   the step that reads `split`."""
   if not data_dir:
     raise UsageError(f"--data_dir is required by {needed_by}")
-  if not os.path.isdir(data_dir):
+  if not paths.isdir(data_dir):
     raise UsageError(f"--data_dir={data_dir}: no such folder")
   for name in names:
-    if not os.path.exists(os.path.join(data_dir, name)):
+    if not paths.exists(paths.join(data_dir, name)):
       raise UsageError(f"--data_dir={data_dir}: {name} not found (needed by "
                        f"{needed_by} for split {split!r})")
 

@@ -21,12 +21,11 @@ Stream order is kept (memory needs it): files may be shuffled, records not.
 
 from __future__ import annotations
 
-import glob
-import os
 from typing import Dict, List, Optional
 
 import tensorflow as tf
 
+from data_utils import paths
 from data_utils.text_files import read_json
 from data_utils.pretraining.examples import DataError, PretrainDataConfig
 from data_utils.records import record_problem
@@ -129,7 +128,7 @@ def _check_same_build(path: str, info: dict, first_path: str,
   for key, value, want in pairs:
     if value != want:
       raise DataError(f"{path}: built with {key}={value!r}, but "
-                      f"{os.path.basename(first_path)} with {key}={want!r} "
+                      f"{paths.basename(first_path)} with {key}={want!r} "
                       "(records of two builds in one place: keep one)")
 
 
@@ -150,9 +149,8 @@ def load_record_infos(record_info_dir: str, split: str, expected: dict,
   first: Optional[tuple] = None
   tasks: Dict[int, set] = {}
   for directory in record_info_dir.split(","):
-    paths = sorted(glob.glob(os.path.join(directory,
-                                          f"record_info-{split}-*.json")))
-    for path in paths:
+    infos = paths.glob(paths.join(directory, f"record_info-{split}-*.json"))
+    for path in infos:
       info = read_record_info(path)
       if num_passes is not None and info.get("pass_id", 0) >= num_passes:
         continue
@@ -167,7 +165,7 @@ def load_record_infos(record_info_dir: str, split: str, expected: dict,
           raise DataError(f"{path}: records were built with {key}="
                           f"{got.get(key)!r}, this run asks {key}={value!r}")
       for name in info["filenames"]:
-        merged["filenames"].append(os.path.join(directory, name))
+        merged["filenames"].append(paths.join(directory, name))
       if "num_example" in info and len(info["filenames"]) == 1:
         merged["num_records"][merged["filenames"][-1]] = info["num_example"]
       merged["num_batch"] += info["num_batch"]
@@ -184,7 +182,7 @@ def load_record_infos(record_info_dir: str, split: str, expected: dict,
             f"{record_info_dir}: pass {pass_id} has no record-info for "
             f"task(s) {lacking[:5]} of the build's {num_task} (finish the "
             "build: a re-run builds only what is missing)")
-  missing = [p for p in merged["filenames"] if not os.path.exists(p)]
+  missing = [p for p in merged["filenames"] if not paths.exists(p)]
   if missing:
     raise DataError(f"{missing[0]}: listed in a record-info but missing")
   return merged

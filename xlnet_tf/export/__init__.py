@@ -5,7 +5,8 @@ checkpoint format (an export kind is a name, a model a `tf.Module`).
 
   directory.py        where an export may be written (its marker
                       `xlnet_tf_export.json`), the atomic swap into place,
-                      ordinary permissions
+                      ordinary permissions (`modes.py`); in a bucket,
+                      uploaded with the marker last (`bucket.py`)
   layout.py           TF Serving's versioned layout of a fine-tuned model:
                       <export_dir>/{features,text,tflite}/<step>
   tflite.py           a features export -> TFLite flatbuffer (float32,

@@ -7,7 +7,9 @@ user's directory, a checkpoint folder, an export of another kind or one
 older than the marker) is refused with one line, before training and again
 at export time. The export is written beside its target, given the
 permissions any new directory gets under the umask (a server may run as
-another user), then moved into place.
+another user), then moved into place. In a bucket (gs://), where there is no
+rename, it is written in local scratch and uploaded with its marker last
+(`bucket.py`).
 
 An export made with a SentencePiece model says how to feed it outside the
 graph (a batch-inference job tokenizing in Python): a byte-identical copy
@@ -33,10 +35,13 @@ from typing import Any, Callable, Dict, List, Optional
 import tensorflow as tf
 from absl import logging
 
+from data_utils import paths
 from data_utils.atomic import host_name, writer_gone
 from data_utils.errors import (UsageError, UserError,
                                disk_full_is)
 from data_utils.path_checks import check_writable_dir
+from xlnet_tf.export.bucket import PARTIAL, write_to_bucket
+from xlnet_tf.export.modes import set_ordinary_modes
 from xlnet_tf.version import __version__
 
 EXPORT_MARKER = "xlnet_tf_export.json"
@@ -74,10 +79,17 @@ _TRAINING_ENTRY = re.compile(r"^(checkpoint|ckpt-.*|train|\.worker_.*)$")
 _BATCH_SPIECE = "assets.extra/spiece.model"
 
 
+def real_path(path: str) -> str:
+  """`os.path.realpath` of a local path; a URL as given (a bucket has no
+  links, and a URL made "real" would turn into a local path)."""
+  return paths.absolute(path) if paths.is_remote(path) else \
+      os.path.realpath(path)
+
+
 def _inside(path: str, directory: str) -> bool:
   """True if real path `path` lies strictly under real path `directory`."""
-  return path != directory and path.startswith(
-      directory.rstrip(os.sep) + os.sep)
+  sep = "/" if paths.is_remote(directory) else os.sep
+  return path != directory and path.startswith(directory.rstrip(sep) + sep)
 
 
 def _only_export_entries(names) -> bool:
@@ -88,7 +100,8 @@ def read_export_marker(export_dir: str) -> Optional[dict]:
   """The marker of the xlnet-tf export in `export_dir` (`{"kind", "files",
   "xlnet_tf_version", ...}`), None if there is none or it is damaged."""
   try:
-    with open(os.path.join(export_dir, EXPORT_MARKER), encoding="utf-8") as f:
+    with paths.open_file(paths.join(export_dir, EXPORT_MARKER),
+                         encoding="utf-8") as f:
       marker = json.load(f)
   except (OSError, ValueError):
     return None
@@ -112,19 +125,25 @@ def check_export_dir(export_dir: str, export_kind: str,
   names = check_export_target(export_dir, export_kind, flag, keep, model_dir)
   if names is None:
     return
-  real = os.path.realpath(export_dir)
+  real = real_path(export_dir)
   where = f"--{flag}={export_dir}"
+  # A killed upload to a bucket (`bucket.py`): replaced by the next one.
+  partial = paths.is_remote(real) and PARTIAL in names
+  if partial and _only_export_entries(set(names) - {PARTIAL}):
+    return
   if names:
     if EXPORT_MARKER not in names:
       raise unmarked(where, export_kind, names)
     marker = check_marker_kind(real, export_kind, where)
     extra = sorted(set(names) - set(marker.get("files", [])) -
-                   {EXPORT_MARKER})
+                   {EXPORT_MARKER, PARTIAL if partial else EXPORT_MARKER})
     if extra:
       raise UserError(
           f"{where}: holds files the export did not write ("
           f"{', '.join(extra[:3])}{', ...' if len(extra) > 3 else ''}); move "
           "them out or choose another directory")
+  if paths.is_remote(real):
+    return  # the store answered and has the bucket (check_writable_dir)
   parent = os.path.dirname(real)
   if not os.access(parent, os.W_OK | os.X_OK):
     raise UsageError(f"{where}: {parent} is not writable")
@@ -171,29 +190,34 @@ def check_export_target(export_dir: str, export_kind: str, flag: str,
   where = f"--{flag}={export_dir}"
   if not export_dir:
     raise UsageError(f"--{flag} is required")
-  real = os.path.realpath(export_dir)
+  real = real_path(export_dir)
+  remote = paths.is_remote(real)
   for name, path in (keep or {}).items():
     if not path:
       continue
-    other = os.path.realpath(path)
+    other = real_path(path)
     if other == real:
       raise UsageError(f"{where}: is also --{name}; the export would replace "
                        "it; choose another directory")
     if _inside(other, real):
       raise UsageError(f"{where}: contains --{name}={path}; the export would "
                        "replace it; choose another directory")
-  if model_dir and _inside(real, os.path.realpath(model_dir)):
-    first = os.path.relpath(real, os.path.realpath(model_dir)).split(os.sep)[0]
+  if model_dir and _inside(real, real_path(model_dir)):
+    first = paths.relpath(real, real_path(model_dir)).split(
+        "/" if remote else os.sep)[0]
     if _TRAINING_ENTRY.match(first):
       raise UsageError(f"{where}: training writes '{first}' in --model_dir="
                        f"{model_dir}; choose another directory")
-  if not os.path.exists(real):
-    check_writable_dir(export_dir, flag)
+  if remote:
+    check_writable_dir(export_dir, flag)  # the store and its bucket first
+  if not paths.exists(real):
+    if not remote:
+      check_writable_dir(export_dir, flag)
     return None
-  if not os.path.isdir(real):
+  if not paths.isdir(real) or (remote and paths.isfile(real)):
     raise UsageError(f"{where}: is a file, not an export directory; choose "
                      "another path")
-  return os.listdir(real)
+  return paths.listdir(real) if remote else os.listdir(real)
 
 
 def remove_stale_export_temps(directory: str) -> List[str]:
@@ -203,6 +227,8 @@ def remove_stale_export_temps(directory: str) -> List[str]:
   unchanged for `LEGACY_TEMP_AGE`). Returns their paths; anything else stays.
   """
   removed = []
+  if paths.is_remote(directory):
+    return removed  # an export to a bucket keeps its temp in local scratch
   try:
     names = sorted(os.listdir(directory))
   except FileNotFoundError:
@@ -226,37 +252,6 @@ def remove_stale_export_temps(directory: str) -> List[str]:
     shutil.rmtree(path, ignore_errors=True)
     removed.append(path)
   return removed
-
-
-def _umask() -> int:
-  # /proc says it without changing it (os.umask sets it, process-wide).
-  try:
-    with open("/proc/self/status", encoding="ascii") as f:
-      for line in f:
-        if line.startswith("Umask:"):
-          return int(line.split()[1], 8)
-  except (OSError, ValueError):
-    pass
-  mask = os.umask(0o022)
-  os.umask(mask)
-  return mask
-
-
-def _set_ordinary_modes(root: str) -> None:
-  """Directories 0777 and files 0666 less the umask, as any new file gets
-  (TF writes some with fixed modes): a server running as another user can
-  read the export when the umask lets it."""
-  mask = _umask()
-  for dirpath, dirnames, filenames in os.walk(root, topdown=False):
-    for name in filenames:
-      path = os.path.join(dirpath, name)
-      if not os.path.islink(path):
-        os.chmod(path, 0o666 & ~mask)
-    for name in dirnames:
-      path = os.path.join(dirpath, name)
-      if not os.path.islink(path):
-        os.chmod(path, 0o777 & ~mask)
-  os.chmod(root, 0o777 & ~mask)
 
 
 _RENAME_EXCHANGE = 2
@@ -310,11 +305,10 @@ def save_atomically(module: tf.Module, signatures: dict, export_dir: str,
   if spiece_model_file:
     # Read before the long save: an unreadable file fails first.
     try:
-      with open(spiece_model_file, "rb") as f:
-        spiece = f.read()
+      spiece = paths.read_bytes(spiece_model_file)
     except OSError as e:
       raise UsageError(f"--spiece_model_file={spiece_model_file}: "
-                       f"{e.strerror}") from None
+                       f"{e.strerror or e}") from None
     fields["batch"] = dict(batch or {}, spiece_model=_BATCH_SPIECE,
                            spiece_model_sha256=hashlib.sha256(
                                spiece).hexdigest())
@@ -337,8 +331,16 @@ def write_atomically(export_dir: str, export_kind: str,
   a path `check_export_dir` accepts is written; a previous export is swapped
   out in one step (or, where the file system cannot, renamed aside first),
   so a killed export leaves the old export or the new one, plus at most a
-  temp directory that the next export removes. Returns `export_dir`."""
+  temp directory that the next export removes. In a bucket: written in
+  local scratch, then published (`bucket.publish`: the marker last).
+  Returns `export_dir`."""
   check_export_dir(export_dir, export_kind)
+  if paths.is_remote(export_dir):
+    return write_to_bucket(export_dir, lambda tmp: (
+        write(tmp), _write_marker(tmp, export_kind, marker_fields)),
+                           EXPORT_MARKER, lambda scratch: disk_full_is(
+        f"{export_dir}: no space left on device in local scratch "
+        f"({scratch}) while exporting"))
   target = os.path.realpath(export_dir)
   parent = os.path.dirname(target)
   os.makedirs(parent, exist_ok=True)
@@ -351,12 +353,8 @@ def write_atomically(export_dir: str, export_kind: str,
     with disk_full_is(f"{export_dir}: no space left on device while "
                       "exporting (a previous export there is kept)"):
       write(tmp)
-      marker = dict(marker_fields, format=MARKER_FORMAT, kind=export_kind,
-                    files=sorted(os.listdir(tmp)),
-                    xlnet_tf_version=__version__)
-      with open(os.path.join(tmp, EXPORT_MARKER), "w", encoding="utf-8") as f:
-        f.write(json.dumps(marker, indent=2, sort_keys=True) + "\n")
-      _set_ordinary_modes(tmp)
+      _write_marker(tmp, export_kind, marker_fields)
+      set_ordinary_modes(tmp)
       if not os.path.isdir(target):
         os.rename(tmp, target)  # fails, writing nothing, if a file appeared
       elif _exchange(tmp, target):
@@ -370,3 +368,11 @@ def write_atomically(export_dir: str, export_kind: str,
     if os.path.isdir(tmp) and _only_export_entries(os.listdir(tmp)):
       shutil.rmtree(tmp, ignore_errors=True)
   return export_dir
+
+
+def _write_marker(tmp: str, export_kind: str, marker_fields: dict) -> None:
+  """The marker of the export in local folder `tmp` (what it holds)."""
+  marker = dict(marker_fields, format=MARKER_FORMAT, kind=export_kind,
+                files=sorted(os.listdir(tmp)), xlnet_tf_version=__version__)
+  with open(os.path.join(tmp, EXPORT_MARKER), "w", encoding="utf-8") as f:
+    f.write(json.dumps(marker, indent=2, sort_keys=True) + "\n")

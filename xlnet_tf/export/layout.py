@@ -17,7 +17,8 @@
 the exported checkpoint: a later run adds a version beside the earlier ones
 (TF Serving serves the newest); the same step is replaced. Every version
 directory is written by `directory.write_atomically` (its own marker, a
-temp directory moved into place, ordinary permissions).
+temp directory moved into place, ordinary permissions; in a bucket, uploaded
+with its marker last).
 """
 
 from __future__ import annotations
@@ -27,12 +28,13 @@ from typing import Dict, Optional
 
 from absl import logging
 
+from data_utils import paths
 from data_utils.atomic import TEMP_PREFIX, write_json
 from data_utils.errors import UsageError, UserError
 from xlnet_tf.export.directory import (EXPORT_MARKER, EXPORT_TEMP_PREFIX,
                                        check_export_dir, check_export_target,
-                                       check_marker_kind, unmarked,
-                                       write_atomically)
+                                       check_marker_kind, real_path,
+                                       unmarked, write_atomically)
 from xlnet_tf.export.tflite import TFLITE_VARIANTS, convert_features_export
 from xlnet_tf.version import __version__
 
@@ -48,7 +50,7 @@ def version_dir(export_dir: str, servable: str, step: int) -> str:
   """
   if servable not in SERVABLES:
     raise ValueError(f"unknown servable {servable!r}")
-  return os.path.join(export_dir, servable, str(int(step)))
+  return paths.join(export_dir, servable, str(int(step)))
 
 
 def check_export_root(export_dir: str, export_kind: str,
@@ -65,7 +67,7 @@ def check_export_root(export_dir: str, export_kind: str,
   names = [n for n in names or [] if not n.startswith(TEMP_PREFIX)]
   if not names:
     return
-  real = os.path.realpath(export_dir)
+  real = real_path(export_dir)
   where = f"--{flag}={export_dir}"
   if EXPORT_MARKER not in names:
     raise unmarked(where, export_kind, names)
@@ -82,27 +84,27 @@ def check_export_root(export_dir: str, export_kind: str,
         f"{', '.join(extra[:3])}{', ...' if len(extra) > 3 else ''}); move "
         "them out or choose another directory")
   for servable in sorted(set(names) & set(SERVABLES)):
-    base = os.path.join(export_dir, servable)
-    if not os.path.isdir(base):
+    base = paths.join(export_dir, servable)
+    if not paths.isdir(base):
       raise UserError(f"{where}: {servable} is not a directory; move it out "
                       "or choose another directory")
-    for version in sorted(os.listdir(base)):
+    for version in paths.listdir(base):
       if version.startswith(EXPORT_TEMP_PREFIX):
         continue  # an interrupted export's; the next export removes it
       if not version.isdigit():
         raise UserError(
             f"{where}: {servable}/{version} is not a version the export "
             "wrote; move it out or choose another directory")
-      check_export_dir(os.path.join(base, version), export_kind, flag)
-  if not os.access(real, os.W_OK | os.X_OK):
+      check_export_dir(paths.join(base, version), export_kind, flag)
+  if not paths.is_remote(real) and not os.access(real, os.W_OK | os.X_OK):
     raise UsageError(f"{where}: is not writable")
 
 
 def prepare_export_root(export_dir: str, export_kind: str) -> None:
   """Checks `export_dir` (`check_export_root`) and gives it its marker."""
   check_export_root(export_dir, export_kind)
-  if not os.path.exists(os.path.join(export_dir, EXPORT_MARKER)):
-    write_json(os.path.join(export_dir, EXPORT_MARKER),
+  if not paths.exists(paths.join(export_dir, EXPORT_MARKER)):
+    write_json(paths.join(export_dir, EXPORT_MARKER),
                {"layout": LAYOUT, "kind": export_kind,
                 "servables": list(SERVABLES),
                 "xlnet_tf_version": __version__})

@@ -17,7 +17,9 @@ import numpy as np
 import tensorflow as tf
 from absl import flags
 
+from data_utils import paths
 from data_utils.errors import UsageError, UserError, one_line, run_main
+from data_utils.path_checks import check_store, tf_path
 
 CLI_PROGRAM = "xlnet-saved-model-cli"
 _HELP = {"-h", "--help", "-help", "--helpfull", "-helpfull", "--helpshort",
@@ -85,12 +87,22 @@ def check_saved_model_cli_args(command: Optional[str], values: dict,
   for name in required:
     if values[name] is None:
       raise UsageError(f"--{name} is required for {command}")
-  if not os.path.exists(directory):
+  # TF reads the SavedModel: in a bucket (gs://) it is probed with TF's own
+  # filesystem, after the store's one-line checks.
+  remote = paths.is_remote(directory)
+  if remote:
+    tf_path(directory, "dir")
+    check_store(directory, "dir")
+  exists, isdir, isfile = (os.path.exists, os.path.isdir, os.path.isfile)
+  if remote:
+    exists, isdir = tf.io.gfile.exists, tf.io.gfile.isdir
+    isfile = lambda p: exists(p) and not isdir(p)  # noqa: E731
+  if not exists(directory):
     raise UsageError(f"--dir={directory}: no such directory")
-  if not os.path.isdir(directory):
+  if not isdir(directory):
     raise UsageError(f"--dir={directory}: is a file, not a SavedModel "
                      "directory")
-  if not any(os.path.isfile(os.path.join(directory, n))
+  if not any(isfile(paths.join(directory, n))
              for n in ("saved_model.pb", "saved_model.pbtxt")):
     raise UsageError(f"--dir={directory}: no SavedModel there (no "
                      "saved_model.pb)")

@@ -9,11 +9,11 @@ features, metrics, prediction files and export; the model and loss live in
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Dict, List, Optional
 
 from absl import logging
 
+from data_utils import paths
 from data_utils.errors import UsageError, UserError, check_positive
 from data_utils.outputs import check_outputs, write_output
 from data_utils.path_checks import check_writable_dir
@@ -67,12 +67,12 @@ class FinetuneOptions:
 def default_export_dir(opts) -> str:
   """The root of a fine-tuning run's (`FinetuneOptions`) versioned exports
   (`export/layout.py`)."""
-  return opts.export_dir or os.path.join(opts.train.model_dir, "saved_model")
+  return opts.export_dir or paths.join(opts.train.model_dir, "saved_model")
 
 
 def default_predict_dir(opts) -> str:
   """Where a fine-tuning run (`FinetuneOptions`) writes its predictions."""
-  return opts.predict_dir or os.path.join(opts.train.model_dir, "predictions")
+  return opts.predict_dir or paths.join(opts.train.model_dir, "predictions")
 
 
 def check_finetune_export(opts, task) -> None:
@@ -159,7 +159,7 @@ class FinetuneWorkflow:
   def prediction_source(self) -> str:
     """The input the predictions are made from (the file, or for a task
     read from --data_dir, its split there)."""
-    return os.path.join(self.opts.data_dir or "", self.predict_split)
+    return paths.join(self.opts.data_dir or "", self.predict_split)
 
   def prediction_names(self) -> List[str]:
     """Every file name `write_predictions` may write in predict_dir."""
@@ -242,8 +242,8 @@ class FinetuneWorkflow:
     return {}
 
   def eval_results_path(self) -> str:
-    return os.path.join(self.opts.train.model_dir,
-                        f"eval_results_{self.opts.eval_split}.json")
+    return paths.join(self.opts.train.model_dir,
+                      f"eval_results_{self.opts.eval_split}.json")
 
   def predict(self, split: Optional[str] = None) -> str:
     opts = self.opts
@@ -263,7 +263,7 @@ class FinetuneWorkflow:
     """Writes `data` (text, or JSON for a `.json` name) as `name` in
     predict_dir, atomically, where `check_outputs` allows; returns the path."""
     source = self.prediction_source()
-    return write_output(os.path.join(self.predict_dir(), name), data,
+    return write_output(paths.join(self.predict_dir(), name), data,
                         "predict_dir", self.opts.overwrite, source, [source])
 
   def check_output_files(self) -> None:
@@ -275,7 +275,7 @@ class FinetuneWorkflow:
     names += self.result_names() if opts.do_eval else []
     if names:
       source = self.prediction_source()
-      check_outputs([os.path.join(self.predict_dir(), n)
+      check_outputs([paths.join(self.predict_dir(), n)
                      for n in dict.fromkeys(names)], "predict_dir",
                     opts.overwrite, source, [source])
     if opts.do_eval:
@@ -290,17 +290,17 @@ class FinetuneWorkflow:
     step = checkpoint_number(checkpoint)
     prepare_export_root(root, export_kind)
     model = self.load_model(checkpoint)
-    paths = {"features": self.export_model(
+    exports = {"features": self.export_model(
         model, version_dir(root, "features", step), text=False)}
     if self.text_export:
-      paths["text"] = self.export_model(
+      exports["text"] = self.export_model(
           model, version_dir(root, "text", step), text=True)
     if self.opts.export_tflite:
-      paths["tflite"] = write_tflite(
-          paths["features"], version_dir(root, "tflite", step), export_kind)
-    for servable, path in paths.items():
+      exports["tflite"] = write_tflite(
+          exports["features"], version_dir(root, "tflite", step), export_kind)
+    for servable, path in exports.items():
       logging.info("exported %s (step %d) to %s", servable, step, path)
-    return paths
+    return exports
 
   def preflight(self) -> None:
     """Checks every input this run will read and every place it will write

@@ -18,6 +18,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from data_utils import paths
 from data_utils.atomic import temp_dir, write_text
 from xlnet_tf.building import build_once
 from xlnet_tf.checkpoint_files import (CheckpointError, open_checkpoint,
@@ -76,7 +77,7 @@ def load_original_checkpoint(obj, path: str, strict: bool = False
 
 def _write_state_file(directory: str, basename: str) -> None:
   """The TF1 `checkpoint` file that lets `latest_checkpoint` find the prefix."""
-  write_text(os.path.join(directory, "checkpoint"),
+  write_text(paths.join(directory, "checkpoint"),
              f'model_checkpoint_path: "{basename}"\n'
              f'all_model_checkpoint_paths: "{basename}"\n')
 
@@ -85,9 +86,11 @@ def save_original_checkpoint(obj, path: str,
                              extra: Dict[str, np.ndarray] | None = None) -> str:
   """Writes `obj`'s weights under their original names to prefix `path`.
 
-  The files appear atomically (written in a temp directory, then renamed), and
-  the directory's `checkpoint` state file points at the new prefix. `extra`
-  adds further named tensors (e.g. `global_step`). Returns the prefix.
+  The files appear atomically (written in a temp directory, then renamed;
+  in a bucket, written in local scratch and uploaded, the data before the
+  index that makes them a checkpoint), and the directory's `checkpoint`
+  state file points at the new prefix (written last). `extra` adds further
+  named tensors (e.g. `global_step`). Returns the prefix.
   """
   build_once(obj)
   tensors = {name: tf.convert_to_tensor(var)
@@ -95,6 +98,8 @@ def save_original_checkpoint(obj, path: str,
   for name, value in (extra or {}).items():
     tensors[name] = tf.convert_to_tensor(value)
   names = sorted(tensors)
+  if paths.is_remote(path):
+    return _save_to_bucket(path, names, tensors)
   directory = os.path.dirname(os.path.abspath(path))
   basename = os.path.basename(path)
   os.makedirs(directory, exist_ok=True)
@@ -108,3 +113,17 @@ def save_original_checkpoint(obj, path: str,
   return os.path.join(directory, basename)
 
 
+def _save_to_bucket(path: str, names, tensors) -> str:
+  """`save_original_checkpoint` to a URL: saved in local scratch, then each
+  file uploaded (an object appears whole), the `.index` last of the
+  checkpoint's files and the state file after it."""
+  directory, basename = paths.dirname(path), paths.basename(path)
+  with paths.scratch_dir() as tmp_dir:
+    tf.raw_ops.SaveV2(prefix=os.path.join(tmp_dir, basename),
+                      tensor_names=names, shape_and_slices=[""] * len(names),
+                      tensors=[tensors[n] for n in names])
+    for fname in sorted(os.listdir(tmp_dir),
+                        key=lambda n: (n.endswith(".index"), n)):
+      paths.upload(os.path.join(tmp_dir, fname), paths.join(directory, fname))
+  _write_state_file(directory, basename)
+  return paths.join(directory, basename)

@@ -11,6 +11,7 @@ from typing import Dict, List
 
 import tensorflow as tf
 
+from data_utils import paths
 from data_utils.atomic import write_json
 
 # TensorFlow writes checkpoint `<prefix>` into `<prefix>_temp/` (before 2.x
@@ -62,6 +63,8 @@ def remove_checkpoint_temps(model_dir: str) -> List[str]:
     >>> os.listdir(d)
     ['ckpt-9_temp_mine']
   """
+  if paths.is_remote(model_dir):
+    return _remove_bucket_checkpoint_temps(model_dir)
   removed = []
   try:
     names = sorted(os.listdir(model_dir))
@@ -80,12 +83,31 @@ def remove_checkpoint_temps(model_dir: str) -> List[str]:
   return removed
 
 
+def _remove_bucket_checkpoint_temps(model_dir: str) -> List[str]:
+  """`remove_checkpoint_temps` in a bucket (TF's own gs://, as it wrote
+  them): a temp "directory" is a prefix whose objects are all part files."""
+  removed = []
+  try:
+    names = sorted(n.rstrip("/") for n in tf.io.gfile.listdir(model_dir))
+  except tf.errors.NotFoundError:
+    return removed
+  for name in names:
+    path = paths.join(model_dir, name)
+    if not _CKPT_TEMP_DIR.match(name) or not tf.io.gfile.isdir(path):
+      continue
+    entries = tf.io.gfile.listdir(path)
+    if all(_CKPT_TEMP_PART.match(e) for e in entries):
+      tf.io.gfile.rmtree(path)
+      removed.append(path)
+  return removed
+
+
 def write_run_files(model_dir: str, files: Dict[str, dict]) -> None:
   """Writes JSON side files (configs, options) into model_dir, atomically
   (the original's layout: indent 4, sorted keys)."""
-  os.makedirs(model_dir, exist_ok=True)
+  paths.makedirs(model_dir)
   for name, data in files.items():
-    write_json(os.path.join(model_dir, name), data, indent=4)
+    write_json(paths.join(model_dir, name), data, indent=4)
 
 
 def scalar_metrics(result: dict, prefix: str = "") -> Dict[str, float]:
@@ -110,7 +132,7 @@ def write_eval_scalars(model_dir: str, split: str, step: int,
   """Writes `scalar_metrics(result)` at `step` to TensorBoard event files in
   `model_dir/eval_<split>` (beside the training curves in `train/`);
   returns that directory."""
-  directory = os.path.join(model_dir, f"eval_{split}")
+  directory = paths.join(model_dir, f"eval_{split}")
   writer = tf.summary.create_file_writer(directory)
   with writer.as_default(step=step):
     for key, value in scalar_metrics(result).items():

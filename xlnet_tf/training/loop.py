@@ -22,7 +22,6 @@ of a task, a model or a checkpoint format.
 from __future__ import annotations
 
 import math
-import os
 import time
 from typing import Callable, Dict, List, Optional
 
@@ -30,6 +29,7 @@ import tensorflow as tf
 import tf_keras as keras
 from absl import logging
 
+from data_utils import paths
 from data_utils.errors import UserError, is_disk_full
 from data_utils.progress import format_seconds
 from xlnet_tf.building import build_once
@@ -132,7 +132,7 @@ class Trainer:
     # collectives to read), but only the chief writes to model_dir; the
     # others write to a scratch directory that is removed after each save.
     self.is_chief = getattr(self.strategy.extended, "should_checkpoint", True)
-    save_dir = opts.model_dir if self.is_chief else os.path.join(
+    save_dir = opts.model_dir if self.is_chief else paths.join(
         opts.model_dir, f".worker_{self.strategy.cluster_resolver.task_id}")
     self.manager = tf.train.CheckpointManager(
         self.checkpoint, save_dir, max_to_keep=opts.max_save,
@@ -292,8 +292,8 @@ class Trainer:
           break
       return done, loss
 
-    writer = (tf.summary.create_file_writer(os.path.join(opts.model_dir,
-                                                         "train"))
+    writer = (tf.summary.create_file_writer(paths.join(opts.model_dir,
+                                                       "train"))
               if self.is_chief else tf.summary.create_noop_writer())
     tokens_per_step = (self.task.tokens_per_example() * per_replica_batch *
                        self.replicas * opts.grad_accum_steps)

@@ -7,6 +7,7 @@ import dataclasses
 from typing import Optional
 
 from data_utils.errors import UsageError, check_positive
+from data_utils.path_checks import tf_path
 
 STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
 
@@ -38,6 +39,11 @@ class TrainOptions:
 
   def validate(self) -> None:
     """One-line `UsageError` naming the flag of a value that cannot work."""
+    # TF writes model_dir and reads init_checkpoint itself: a scheme it has
+    # no filesystem for (s3://) is refused here, before any work.
+    for flag in ("model_dir", "init_checkpoint"):
+      if getattr(self, flag):
+        tf_path(getattr(self, flag), flag)
     check_positive(self.train_steps, "train_steps")
     check_positive(self.iterations, "iterations")
     if self.save_steps is not None:

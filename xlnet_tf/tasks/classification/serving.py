@@ -47,6 +47,7 @@ from typing import Optional, Sequence
 
 import tensorflow as tf
 
+from data_utils import paths
 from data_utils.graph_tokenizer import GraphTokenizer
 from data_utils.tokenization import (CLS_ID, SEG_ID_A, SEG_ID_B, SEG_ID_CLS,
                                      SEG_ID_PAD, SEP_ID)
@@ -298,8 +299,12 @@ def export_classifier(model, export_dir: str, max_seq_length: int,
   segmented = check_layout(max_seq_length, model.segment_length, keep_end)
   export_kind = REGRESSOR_EXPORT_KIND if regression else CLASSIFIER_EXPORT_KIND
   check_export_dir(export_dir, export_kind)
-  tokenizer = (GraphTokenizer(sp_model_path, lower=lower)
-               if sp_model_path and text_signatures else None)
+  tokenizer = None
+  if sp_model_path and text_signatures:
+    # TF's own reader knows no s3://: a model in a bucket is passed as bytes.
+    tokenizer = GraphTokenizer(paths.read_bytes(sp_model_path) if
+                               paths.is_remote(sp_model_path) else
+                               sp_model_path, lower=lower)
   server = ClassifierServer(model, max_seq_length, regression, labels,
                             tokenizer, keep_end)
   batch = dict(lower=bool(lower), max_seq_length=max_seq_length,

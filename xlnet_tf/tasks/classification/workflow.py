@@ -11,12 +11,12 @@ through the last `bptt_segments` of them."""
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Dict, List, Optional
 
 import numpy as np
 from absl import logging
 
+from data_utils import paths
 from data_utils.classification import reader as cd
 from data_utils.classification.features import example_features
 from data_utils.errors import UsageError, UserError
@@ -196,7 +196,7 @@ class ClassifierWorkflow(RecordsWorkflow):
     return f"{GLUE_SUBMISSION.get(self.task_name, self.task_name)}.tsv"
 
   def prediction_source(self) -> str:
-    return os.path.join(self.opts.data_dir, cd.split_files(
+    return paths.join(self.opts.data_dir, cd.split_files(
         self.task_name, self.predict_split, self.opts.generic)[0])
 
   def write_predictions(self, checkpoint: str, info: dict) -> str:
