@@ -9,6 +9,7 @@ import numpy as np
 import xlnet_tf as xt
 from conftest import ROOT
 from xlnet_tf.pretrained import build_model
+from xlnet_tf.tasks.classification.serving import export_classifier
 
 
 def start_script(name, args):
@@ -52,3 +53,19 @@ def varied_lm(config):
       value = 0 * value
     var.assign(value.astype(np.float32))
   return lm
+
+
+TINY_CLI = xt.XLNetConfig(n_layer=1, d_model=16, n_head=2, d_head=8,
+                          d_inner=32, n_token=32000, ff_activation="gelu",
+                          untie_r=True)
+RTE_LABELS = ["entailment", "not_entailment"]
+
+
+def tiny_classifier_export(path, spiece_model):
+  """The tiny RTE classifier export of test_batch_predict_cli (untrained:
+  its labels do not matter, its bytes and rows do); returns its path."""
+  model = xt.XLNetClassifier(xt.XLNetModel(TINY_CLI, xt.RunOptions()),
+                             n_class=2, task_name="rte")
+  model.build(None)
+  return export_classifier(model, str(path), 32, False, RTE_LABELS,
+                           sp_model_path=spiece_model, text_signatures=False)
