@@ -42,7 +42,7 @@ import re
 import shutil
 import tempfile
 import threading
-from typing import IO, Iterator, List, Optional
+from typing import IO, Iterator, List, Optional, Sequence
 
 from data_utils.errors import UsageError
 
@@ -128,6 +128,44 @@ def relpath(path: str, start: str) -> str:
     start = start.rstrip("/") + "/"
     return path[len(start):] if path.startswith(start) else path
   return os.path.relpath(local_path(path), local_path(start))
+
+
+def common_folder(path_list: Sequence[str]) -> str:
+  """The folder every one of `path_list` (absolute, or URLs) lies below;
+  "" when they share no store. Outputs name their inputs relative to it
+  (`name_in`), so where a corpus lies, on a disk or in a bucket, is not
+  part of the bytes.
+
+  >>> common_folder(["gs://b/c/x.txt", "gs://b/c/d/y.txt"])
+  'gs://b/c'
+  >>> common_folder(["/data/a/x.txt", "/data/b/y.txt"])
+  '/data'
+  """
+  schemes = {scheme(p) for p in path_list}
+  if len(schemes) != 1:
+    return ""
+  name = schemes.pop()
+  if not name:
+    return os.path.commonpath([os.path.dirname(local_path(p))
+                               for p in path_list])
+  rests = [p.split("://", 1)[1] for p in path_list]
+  return f"{name}://" + posixpath.commonpath(
+      [posixpath.dirname(r) for r in rests])
+
+
+def name_in(path: str, root: str) -> str:
+  """`path` relative to folder `root` (`common_folder`); whole when `root`
+  is "".
+
+  >>> name_in("s3://b/c/d/y.txt", "s3://b/c"), name_in("/x/y.txt", "")
+  ('d/y.txt', '/x/y.txt')
+  """
+  if not root:
+    return path
+  if not is_remote(root):
+    return os.path.relpath(local_path(path), local_path(root))
+  prefix = root if root.endswith("/") else root + "/"
+  return path[len(prefix):] if path.startswith(prefix) else path
 
 
 # ---- filesystems -----------------------------------------------------------

@@ -137,7 +137,7 @@ def prepare_job(input_paths: Sequence[str], cfg: PretrainDataConfig,
       sp_sha256=file_sha256(sp_path), vocab_size=vocab.vocab_size,
       from_raw_text=from_raw_text, split=split, seed=seed,
       pass_ids=tuple(pass_ids), max_batches=max_batches,
-      overwrite=overwrite, input_root=task_split.input_root(
+      overwrite=overwrite, input_root=paths.common_folder(
           [paths.absolute(p) for p in input_paths]))
 
 
@@ -228,7 +228,7 @@ def task_info(job: BuildJob, task: int, shas: Sequence[str]) -> dict:
 
 
 def _name(job: BuildJob, r: InputRange) -> str:
-  return task_split.input_name(r.path, job.input_root)
+  return paths.name_in(r.path, job.input_root)
 
 
 def build_pass(data: np.ndarray, sent_ids: np.ndarray,

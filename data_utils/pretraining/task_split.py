@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
-import posixpath
 from typing import List, Optional, Sequence
 
 from data_utils import paths as paths_module
@@ -159,37 +157,6 @@ def plan_tasks(paths: Sequence[str], num_task: int = 1,
                      f"splits the input into {len(tasks)} tasks (leave "
                      "--num_task out or set it to that)")
   return tasks
-
-
-def input_root(paths: Sequence[str]) -> str:
-  """The folder every one of `paths` (absolute, or URLs) lies below: the
-  record-infos name inputs relative to it (`input_name`), so where a corpus
-  lies, on a disk or in a bucket, is not part of the bytes. "" when they
-  share no store.
-
-  >>> input_root(["gs://b/c/x.txt", "gs://b/c/d/y.txt"])
-  'gs://b/c'
-  """
-  schemes = {paths_module.scheme(p) for p in paths}
-  if len(schemes) != 1:
-    return ""
-  name = schemes.pop()
-  if not name:
-    return os.path.commonpath([os.path.dirname(p) for p in paths])
-  rests = [p.split("://", 1)[1] for p in paths]
-  return f"{name}://" + posixpath.commonpath(
-      [posixpath.dirname(r) for r in rests])
-
-
-def input_name(path: str, root: str) -> str:
-  """`path` as the record-infos name it: relative to `root`
-  (`input_root`), or whole when `root` is ""."""
-  if not root:
-    return path
-  if not paths_module.is_remote(root):
-    return os.path.relpath(path, root)
-  prefix = root if root.endswith("/") else root + "/"
-  return path[len(prefix):] if path.startswith(prefix) else path
 
 
 def split_record(num_task: int, task_size_mb: Optional[float]) -> dict:
