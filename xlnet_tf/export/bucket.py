@@ -21,9 +21,8 @@ export to that place replaces them (`check_export_dir` lets it).
 
 from __future__ import annotations
 
-import contextlib
 import os
-from typing import Callable
+from typing import Callable, ContextManager
 
 from data_utils import paths
 
@@ -71,8 +70,7 @@ def publish(local_dir: str, export_dir: str, marker: str) -> None:
 
 
 def write_to_bucket(export_dir: str, fill: Callable[[str], None],
-                    marker: str,
-                    disk_full: Callable[[str], contextlib.AbstractContextManager]
+                    marker: str, disk_full: Callable[[str], ContextManager]
                     ) -> str:
   """`fill(tmp)` writes the export (marker included) into a local scratch
   folder, which is then published at URL `export_dir` (`publish`).
