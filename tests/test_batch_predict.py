@@ -158,12 +158,15 @@ def runs(work):
   return out
 
 
-def _rows(output_dir, stream="predictions"):
+def _rows(job, stream="predictions"):
+  """{(input path, line): row} of a job's shards; rows name their file
+  relative to the inputs' folder, put back in front here."""
   rows = {}
-  for path in sorted(glob.glob(f"{output_dir}/{stream}-*.jsonl")):
+  for path in sorted(glob.glob(f"{job.output_dir}/{stream}-*.jsonl")):
     with open(path, encoding="utf-8") as f:
       for line in f:
         row = json.loads(line)
+        row["file"] = os.path.join(job.input_root, row["file"])
         rows[(row["file"], row["line"])] = row
   return rows
 
@@ -174,7 +177,7 @@ MODES = ("in_process", "two_workers")
 @pytest.mark.parametrize("mode", MODES)
 def test_classifier_equals_run_classifier(work, runs, mode):
   job, manifest = runs[mode]["classifier"]
-  rows = _rows(job.output_dir)
+  rows = _rows(job)
   with open(work["tmp"] / "rte_model" / "predictions" / "RTE.tsv") as f:
     script = [r.split("\t") for r in f.read().splitlines()[1:]]
   assert len(rows) == len(script) == 120
@@ -211,7 +214,7 @@ def _assert_export_values(work, job, rows, key, atol=1e-5):
 @pytest.mark.parametrize("mode", MODES)
 def test_regressor_scores_equal_the_export(work, runs, mode):
   job, manifest = runs[mode]["regressor"]
-  rows = _rows(job.output_dir)
+  rows = _rows(job)
   assert manifest["counts"]["predicted"] == len(rows) == 120
   assert all(set(r) == {"file", "line", "score"} for r in rows.values())
   # A score is a raw linear output (up to 2.4 here): batches of other
@@ -224,7 +227,7 @@ def test_regressor_scores_equal_the_export(work, runs, mode):
 @pytest.mark.parametrize("mode", MODES)
 def test_ner_equals_run_ner(work, runs, mode):
   job, manifest = runs[mode]["ner"]
-  rows = _rows(job.output_dir)
+  rows = _rows(job)
   predictions = work["tmp"] / "ner_model" / "predictions" / \
       "eng.testa.conll.predictions.jsonl"
   with open(predictions, encoding="utf-8") as f:
@@ -309,7 +312,7 @@ def test_an_ner_export_that_does_not_say_its_document_context_is_refused(
 @pytest.mark.parametrize("mode", MODES)
 def test_embeddings_equal_run_embed(work, runs, mode):
   job, _ = runs[mode]["embed"]
-  rows = _rows(job.output_dir)
+  rows = _rows(job)
   tmp = work["tmp"]
   with open(tmp / "emb.jsonl", encoding="utf-8") as f:
     index = [json.loads(line) for line in f]
@@ -343,7 +346,7 @@ def test_embeddings_equal_run_embed(work, runs, mode):
 def test_scores_equal_run_score_and_bad_rows_are_dead_letters(work, runs,
                                                               mode):
   job, manifest = runs[mode]["score"]
-  rows = _rows(job.output_dir)
+  rows = _rows(job)
   with open(work["tmp"] / "scores.jsonl", encoding="utf-8") as f:
     script = [json.loads(line) for line in f]
   assert len(rows) == len(script) == 40
@@ -353,7 +356,7 @@ def test_scores_equal_run_score_and_bad_rows_are_dead_letters(work, runs,
     np.testing.assert_allclose(got["log_probs"], want["log_probs"],
                                atol=1e-5)
     assert got["sum"] == pytest.approx(want["sum"], abs=1e-4)
-  dead = _rows(job.output_dir, "dead-letter")
+  dead = _rows(job, "dead-letter")
   n = len(SentencePieceTokenizer(work["sp"]).encode_ids(work["long"])) + 2
   assert dead == {
       (work["score_input"], 41): {

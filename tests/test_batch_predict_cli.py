@@ -87,7 +87,7 @@ def test_bad_rows_are_dead_letters_and_the_job_goes_on(exports):
   assert report == {"rows_read": 5, "predicted": 2, "dead_letters": 3,
                     "padding": report["padding"], "output_dir": str(out),
                     "shards": 1, "dead_letter_shards": 1}
-  path = exports["rows"]
+  path = os.path.basename(exports["rows"])  # named in its folder
   with open(out / "dead-letter-00000-of-00001.jsonl") as f:
     dead = [json.loads(line) for line in f]
   assert dead == [

@@ -167,6 +167,12 @@ class BatchJob:
                                   self.export.spiece_model)
 
   @property
+  def input_root(self) -> str:
+    """The input files' common folder: rows and the manifest name inputs
+    relative to it (`paths.name_in`)."""
+    return paths.common_folder(self.files)
+
+  @property
   def source(self) -> str:
     """What the outputs are made from (the output ledger's `source`): a
     re-run of the same export over the same inputs replaces them."""

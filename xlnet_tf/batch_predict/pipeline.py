@@ -53,13 +53,16 @@ class _ReadRows(beam.DoFn):
   def process(self, path: str) -> Iterator:
     rows = 0
     export = self.job.export
+    # Rows name their file relative to the inputs' common folder: the same
+    # bytes whether the corpus lies on a disk or in a bucket.
+    name = paths.name_in(path, self.job.input_root)
     for row in export.spec.batch.in_context(
         export.meta, read_rows(path, self.job.inputs)):
       rows += 1
       if isinstance(row, DeadRow):
-        yield _dead((row.file, row.line), row.reason)
+        yield _dead((name, row.line), row.reason)
       else:
-        yield ((row.file, row.line), row.fields)
+        yield ((name, row.line), row.fields)
     yield beam.pvalue.TaggedOutput(STATS, {"rows_read": rows})
 
 

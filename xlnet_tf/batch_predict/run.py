@@ -60,7 +60,10 @@ from xlnet_tf.batch_predict.job import BatchJob
 from xlnet_tf.batch_predict.shards import (MANIFEST, OUTPUT_NAME, STREAMS,
                                            complete_shards, write_failures)
 
-MANIFEST_FORMAT = "xlnet-tf/batch-predict/v1"
+# v2: inputs named relative to their common folder, the export by the
+# sha256 of its saved_model.pb (no locations: a bucket run has the bytes of
+# a local one).
+MANIFEST_FORMAT = "xlnet-tf/batch-predict/v2"
 
 
 def _ours(job: BatchJob) -> List[str]:
@@ -235,8 +238,13 @@ def _manifest(job: BatchJob, stats: Dict[str, int],
   fed = stats.get("positions_fed", 0)
   real = stats.get("positions_real", 0)
   return {"format": MANIFEST_FORMAT,
-          "export": job.export.path, "export_kind": job.export.kind,
-          "input": job.patterns, "files": len(job.files),
+          "export_sha256": file_sha256(paths.join(job.export.path,
+                                                  "saved_model.pb")),
+          "export_kind": job.export.kind,
+          "input": ",".join(paths.name_in(paths.absolute(p.strip()),
+                                         job.input_root)
+                            for p in job.patterns.split(",") if p.strip()),
+          "files": len(job.files),
           "options": job.options,
           "counts": {"rows_read": read, "predicted": rows["predictions"],
                      "dead_letters": rows["dead-letter"]},
