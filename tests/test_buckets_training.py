@@ -26,7 +26,7 @@ from conftest import ROOT, corpus_slice, refused, run, shared_dir, spiece_path
 from conftest import start
 from data_utils.pretraining import examples as pd
 from data_utils.pretraining.create_pretrain_data import create_pretrain_data
-from object_stores import make_gcs_bucket
+from object_stores import make_gcs_bucket, make_s3_bucket
 
 CONFIG = xt.XLNetConfig(n_layer=2, d_model=16, n_head=2, d_head=8, d_inner=32,
                         n_token=32000)
@@ -113,23 +113,28 @@ def _glue_like_data(folder):
                 f"{'a' if words.index(w) % 2 else 'b'}\n")
 
 
-def _classifier_flags(data, config, spiece, init, out):
+def _classifier_flags(data, config, spiece, init, out, predict_dir):
   return [sys.executable, os.path.join(ROOT, "run_classifier.py"),
           "--task_name=generic",
           "--label_list=a,b", f"--data_dir={data}",
           f"--model_config_path={config}", f"--spiece_model_file={spiece}",
           f"--init_checkpoint={init}/xlnet_model.ckpt",
           f"--output_dir={out}/data", f"--model_dir={out}/model",
-          f"--export_dir={out}/export", "--do_train", "--do_eval",
+          f"--export_dir={out}/export", f"--predict_dir={predict_dir}",
+          "--do_train", "--do_eval",
           "--do_predict", "--max_seq_length=16", "--train_batch_size=4",
           "--train_steps=4", "--save_steps=2", "--iterations=2",
           "--eval_batch_size=8", "--predict_batch_size=8", "--seed=3",
           "--learning_rate=1e-2", "--eval_all_ckpt"]
 
 
-def test_run_classifier_with_every_path_in_gs(gcs_server, gcs_tf_proxy,
-                                              tmp_path):
-  env, bucket = gcs_tf_proxy.env, _bucket(gcs_server)
+def test_run_classifier_with_its_paths_in_buckets(gcs_server, gcs_tf_proxy,
+                                              s3_server, tmp_path):
+  """Every path in gs://, and the predictions (which TF does not touch) in
+  s3://."""
+  env, bucket = {**gcs_tf_proxy.env, **s3_server.env}, _bucket(gcs_server)
+  s3 = f"s3://{bucket[5:]}"
+  make_s3_bucket(s3_server, bucket[5:])
   local = tmp_path / "local"
   _glue_like_data(local / "task")
   CONFIG.to_json(str(local / "xlnet_config.json"))
@@ -142,13 +147,15 @@ def test_run_classifier_with_every_path_in_gs(gcs_server, gcs_tf_proxy,
   os.makedirs(cwd)
   runs = [start(_classifier_flags(
       f"{root}/task", f"{root}/xlnet_config.json",
-      f"{root}/spiece/spiece.model", f"{root}/init", root), 900, env, cwd)
-          for root in (str(local), bucket)]
+      f"{root}/spiece/spiece.model", f"{root}/init", root, predict_dir),
+      900, env, cwd) for root, predict_dir in (
+          (str(local), local / "predictions"), (bucket, f"{s3}/predictions"))]
   for res in (r.result() for r in runs):
     assert res.returncode == 0, res.stderr[-3000:]
   assert os.listdir(cwd) == []  # no folder named gs: (nor anything else)
   back = tmp_path / "back"
   _copy(bucket, str(back), env)
+  _copy(f"{s3}/predictions", str(back / "predictions"), env)
 
   _check_classifier_outputs(local, back, bucket)
 
@@ -158,8 +165,10 @@ def _check_classifier_outputs(local, back, bucket):
   `local` made."""
   # The same predictions, byte for byte; the same evaluation once the
   # checkpoint paths it names are the same.
-  assert _sha(back / "model/predictions/generic.tsv") == _sha(
-      local / "model/predictions/generic.tsv")
+  assert _sha(back / "predictions/generic.tsv") == _sha(
+      local / "predictions/generic.tsv")
+  with open(back / "predictions/.xlnet_tf_outputs.d/generic.tsv.json") as f:
+    assert json.load(f)["sha256"] == _sha(back / "predictions/generic.tsv")
   results = {}
   for root, name in ((local, str(local)), (back, bucket)):
     with open(root / "model/eval_results_dev.json") as f:
@@ -212,12 +221,14 @@ def _pretrain_flags(records, model_dir):
           "--perm_size=8", "--num_predict=6", "--bi_data", "--train_steps=6",
           "--save_steps=3", "--iterations=3", "--learning_rate=2e-3",
           "--warmup_steps=2", "--n_layer=2", "--d_model=32", "--n_head=4",
-          "--d_head=8", "--d_inner=64", "--mem_len=16", "--dropout=0.1",
-          "--dropatt=0.1", "--seed=2"]
+          "--d_head=8", "--d_inner=64", "--dropout=0.1", "--dropatt=0.1",
+          "--seed=2"]  # mem_len 0: a resumed run starts with no memory
 
 
 def _losses(text):
-  return re.findall(r"step (\d+)/\d+ loss ([0-9.]+)", text)
+  """(step, loss) of the log lines, and the final loss in full."""
+  return re.findall(r"step (\d+)/\d+ loss ([0-9.]+)|final loss (\S+);",
+                    text)
 
 
 def test_run_pretrain_from_gs_records_into_gs_model_dir(gcs_server,
@@ -245,11 +256,17 @@ def test_run_pretrain_from_gs_records_into_gs_model_dir(gcs_server,
   assert os.listdir(cwd) == []
 
   # The same losses, killed and resumed in the bucket as in one local run.
-  assert _losses(local.stderr) == [("3", _losses(killed.stderr)[0][1]),
-                                   ("6", _losses(resumed.stderr)[0][1])]
+  assert _losses(local.stderr) == _losses(killed.stderr) + _losses(
+      resumed.stderr)
+  assert [s for s, _, _ in _losses(local.stderr)] == ["3", "6", ""]
   back = tmp_path / "back"
   _copy(f"{bucket}/model", str(back), env)
-  local_dir = tmp_path / "model"
+  _check_pretrain_outputs(tmp_path / "model", back)
+
+
+def _check_pretrain_outputs(local_dir, back):
+  """The model_dir of the run in a bucket (copied back to `back`) holds
+  what the local run's holds."""
   _assert_same_values(_variables(back / "ckpt-6"),
                       _variables(local_dir / "ckpt-6"))
   # The run's files and the original-layout weights, written last.
