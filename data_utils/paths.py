@@ -260,8 +260,9 @@ def walk_files(path: str) -> List[str]:
     return sorted(found)
   fs = filesystem(path)
   prefix = _key(path).rstrip("/") + "/"
+  # A key ending in "/" is a folder marker (TF makes them in GCS), not a file.
   return sorted(k[len(prefix):] for k in fs.find(path)
-                if k.startswith(prefix))
+                if k.startswith(prefix) and not k.endswith("/"))
 
 
 def glob(pattern: str) -> List[str]:
