@@ -16,6 +16,7 @@ import pytest
 
 from data_utils import path_checks, paths
 from data_utils.errors import UsageError
+from conftest import refused, run
 from object_stores import make_gcs_bucket, make_s3_bucket
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -175,3 +176,41 @@ def test_tf_path_refuses_s3_and_keeps_gs(tmp_path):
   assert path_checks.tf_path("rel", "model_dir") == os.path.abspath("rel")
   with pytest.raises(UsageError, match=r"^--init_checkpoint=s3://b/c: "):
     path_checks.tf_path("s3://b/c", "init_checkpoint")
+
+
+# The same lines from an entry script, before any work ------------------------
+
+@pytest.fixture
+def records_flags(tmp_path):
+  corpus = tmp_path / "c.txt"
+  corpus.write_text("a line\n")
+  return [f"--input_glob={corpus}", f"--sp_path={tmp_path / 'sp.model'}",
+          "--seq_len=32", "--reuse_len=16", "--bsz_per_host=4"]
+
+
+def test_every_bad_store_is_one_line_from_a_script(records_flags, s3_server,
+                                                    tmp_path):
+  no_keys = {**s3_server.env, "AWS_ACCESS_KEY_ID": "",
+             "AWS_SECRET_ACCESS_KEY": "",
+             "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
+             "AWS_CONFIG_FILE": str(tmp_path / "none"),
+             "AWS_EC2_METADATA_DISABLED": "true"}
+  dead = f"http://127.0.0.1:{_closed_port()}"
+  cases = [
+      ("s3://b/out", no_keys, "no credentials for s3:// (set "
+       "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or an AWS profile)"),
+      ("s3://b/out", {**s3_server.env, "AWS_ENDPOINT_URL": dead,
+                      "XLNET_TF_STORE_TIMEOUT": "20"},
+       f"the s3:// endpoint at {dead} does not answer ("),
+      ("abc://b/out", {}, "no filesystem for abc:// is installed (no fsspec "
+       "filesystem knows it)"),
+  ]
+  for save_dir, env, why in cases:
+    res = run([sys.executable, "-m",
+               "data_utils.pretraining.create_pretrain_data",
+               *records_flags, f"--save_dir={save_dir}"], 120, env)
+    line = refused(res)
+    assert line.startswith(f"create_pretrain_data: --save_dir={save_dir}: "
+                           f"{why}"), line
+  # The scripts run in the project root: no folder named after a scheme.
+  assert not {"s3:", "abc:"} & set(os.listdir(ROOT))
