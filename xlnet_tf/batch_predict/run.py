@@ -30,11 +30,12 @@ manifest last. The ledger is one object per file (`outputs.py`), written
 after the set-aside and before the placing: an output name is then absent
 or holds the bytes its entry lists, so the same command run again replaces
 it. (The entries are written one by one, so a failure among them is
-already the "some are missing" line.) An object whose entry already lists it with the new bytes (a finished
-unit of an earlier run of the same job) is kept as it is, not copied again
-(never the manifest). The prefixes of killed runs go at the next run
-from the same host (`atomic.remove_stale_temps`: the prefix is named by
-the driver's host and process).
+already the "some are missing" line.) An object whose entry already lists
+it with the new bytes (a finished unit of an earlier run of the same job)
+is kept as it is, not copied again (never the manifest). The prefixes of
+killed runs go at the next run from the same host
+(`atomic.remove_stale_temps`: the prefix is named by the driver's host and
+process).
 """
 
 from __future__ import annotations
