@@ -187,6 +187,11 @@ def filesystem(path: str):
 
 
 def _open_filesystem(name: str, path: str):
+  if name in ("gs", "gcs") and os.environ.get("STORAGE_EMULATOR_HOST"):
+    # An emulator has no gRPC endpoint for gcsfs's experimental zonal/HNS
+    # probe (on by default; some gcsfs versions wait 60 s on it per call,
+    # measured for issue 36). gcsfs reads this when fsspec imports it below.
+    os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
   try:
     import fsspec  # pylint: disable=g-import-not-at-top
     cls = fsspec.get_filesystem_class(name)
