@@ -49,10 +49,6 @@ FORBIDDEN = [
                                         "squad", "token_classification",
                                         "language_model", "registry")]),
 ]
-# Deprecated alias modules, kept for code outside the project
-# (tests/test_export_aliases.py); the project itself imports the new paths.
-DEPRECATED_ALIASES = ("xlnet_tf.export_dir", "xlnet_tf.tflite",
-                      "xlnet_tf.saved_model_cli", "xlnet_tf.ner_metrics")
 # What a task package holds (`xlnet_tf/tasks/<task>/`), and which of its
 # modules sit above the fine-tuning driver.
 TASK_MODULES = ("model", "serving", "workflow", "spec")
@@ -169,13 +165,6 @@ def test_no_module_over_400_lines():
     if lines > MAX_LINES:
       long.append(f"{path}: {lines} lines")
   assert long == []
-
-
-def test_nothing_imports_a_deprecated_alias():
-  assert all(alias in SOURCES for alias in DEPRECATED_ALIASES)
-  wrong = sorted(f"{module} imports {dep}" for module, deps in GRAPH.items()
-                 for dep in deps if dep in DEPRECATED_ALIASES)
-  assert wrong == []
 
 
 def test_the_rules_see_the_project():

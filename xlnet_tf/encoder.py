@@ -37,7 +37,6 @@ from typing import List, Optional
 import tensorflow as tf
 import tf_keras as keras
 
-from data_utils.deprecation import renamed_keyword
 from xlnet_tf.building import build_once
 from xlnet_tf.config import RunOptions, XLNetConfig
 from xlnet_tf.initializers import fresh, get_initializer
@@ -242,21 +241,16 @@ class XLNetModel(keras.layers.Layer):
   def call(self, input_ids, segment_ids=None, input_mask=None, mems=None,
            mems_mask=None, perm_mask=None, target_mapping=None, input_q=None,
            output_positions=None, training=False, memory_gradient=False,
-           mem_len=None, reuse_len=None, return_hidden_states=False,
-           output_rows=None):
+           mem_len=None, reuse_len=None, return_hidden_states=False):
     """`output_positions`: `[B, P]` int32; the last layer's content stream
     is computed only there and `sequence_output` is `[B, P, D]` (what a
-    model that reads a few positions needs); None for all L. `output_rows`:
-    its deprecated name (warns once).
+    model that reads a few positions needs); None for all L.
     `mems_mask`: `[B, M]` float, 1 = memory nobody may attend to (needs
     `mems`). `memory_gradient`: True leaves `new_mems` differentiable, so a
     later segment's loss reaches this one (back-propagation through
     segments); False stops it. `mem_len` / `reuse_len`: this call's memory
     settings (default: the options'). `return_hidden_states`: also return
     every layer's content states (not with `output_positions`)."""
-    output_positions = renamed_keyword("XLNetModel.call", "output_rows",
-                                       "output_positions", output_rows,
-                                       output_positions)
     opts = self.options
     mem_len = opts.mem_len if mem_len is None else mem_len
     reuse_len = opts.reuse_len if reuse_len is None else reuse_len

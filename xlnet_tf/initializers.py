@@ -4,24 +4,7 @@ from __future__ import annotations
 
 import tf_keras as keras
 
-from data_utils.deprecation import warn_renamed
-import xlnet_tf.activations as activations
-import xlnet_tf.precision as precision
 from xlnet_tf.config import RunOptions
-
-# Names this module held before activations and precision had modules of
-# their own; the old path still works and warns once.
-_MOVED = {"gelu_tanh": activations, "gelu_exact": activations,
-          "get_activation": activations, "dtype_policy": precision,
-          "cpu_has_native_bfloat16": precision}
-
-
-def __getattr__(name: str):
-  if name not in _MOVED:
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-  module = _MOVED[name].__name__
-  warn_renamed(f"{__name__}.{name}", f"{module}.{name}")
-  return getattr(_MOVED[name], name)
 
 
 def get_initializer(options: RunOptions) -> keras.initializers.Initializer:

@@ -28,7 +28,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from data_utils.deprecation import warn_renamed
 from data_utils.errors import UsageError
 from data_utils.ner.alignment import (IGNORE_LABEL, AlignedSentence,
                                       WordPieces, align_words)
@@ -42,19 +41,12 @@ from data_utils.tokenization import (CLS_ID, SEG_ID_A, SEG_ID_B, SEG_ID_CLS,
 @dataclasses.dataclass(frozen=True)
 class NerFeatureSettings:
   """What shapes the windows (all of it keys the feature cache). `lower`:
-  the pieces are of lower-cased text. `uncased`: the deprecated name of
-  `lower` (warns once)."""
+  the pieces are of lower-cased text."""
   max_seq_length: int = 128
   doc_stride: int = 64
   label_all_pieces: bool = False
   document_context: bool = False
   lower: bool = False
-  uncased: dataclasses.InitVar[Optional[bool]] = None
-
-  def __post_init__(self, uncased):
-    if uncased is not None:
-      warn_renamed("NerFeatureSettings(uncased=)", "lower=", stacklevel=4)
-      object.__setattr__(self, "lower", bool(uncased))
 
   @property
   def window(self) -> int:

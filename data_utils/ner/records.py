@@ -23,7 +23,6 @@ import tensorflow as tf
 from absl import logging
 
 from data_utils.atomic import write_json
-from data_utils.deprecation import renamed_keyword
 from data_utils.ner.alignment import IGNORE_LABEL, WordPieces
 from data_utils.ner.features import (NerFeatureSettings, NerWindow,
                                      convert_data)
@@ -102,13 +101,9 @@ def cached_ner_features(data: NerData, word_pieces: WordPieces,
 
 def ner_dataset(path: str, max_seq_length: int, batch_size: int,
                 training: bool = False, shuffle_buffer: int = 2048,
-                seed: int = 0, skip_batches: int = 0, input_context=None,
-                is_training: Optional[bool] = None):
+                seed: int = 0, skip_batches: int = 0, input_context=None):
   """Batches of the record's keys (int64 -> int32); `training` repeats and
-  shuffles (seeded), inference keeps every record in file order.
-  `is_training`: the deprecated name of `training` (warns once)."""
-  training = renamed_keyword("ner_dataset", "is_training", "training",
-                             is_training, training, default=False)
+  shuffles (seeded), inference keeps every record in file order."""
   L = max_seq_length
   spec = {
       "input_ids": tf.io.FixedLenFeature([L], tf.int64),

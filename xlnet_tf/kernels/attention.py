@@ -21,7 +21,6 @@ from typing import Callable, NamedTuple
 
 import tensorflow as tf
 
-from data_utils.deprecation import renamed_keyword
 from xlnet_tf.kernels.rows import rows_of, shift_rows
 from xlnet_tf.masks import attention_probs
 from xlnet_tf.positions import rel_shift
@@ -136,14 +135,9 @@ def post_attention(parts: AttentionParts, residual, attn_vec, training,
 def relative_attention(parts: AttentionParts, h, pos_enc, biases, g=None,
                        mems=None, seg_mat=None, content_mask=None,
                        query_mask=None, target_mapping=None,
-                       output_positions=None, training=False, seed=None,
-                       rows=None):
+                       output_positions=None, training=False, seed=None):
   """`RelativeAttention.call` on the fast path: the same arguments (already
-  in the compute dtype), the same `(h_out, g_out)`. `rows`: the deprecated
-  name of `output_positions` (warns once)."""
-  output_positions = renamed_keyword("relative_attention", "rows",
-                                     "output_positions", rows,
-                                     output_positions)
+  in the compute dtype), the same `(h_out, g_out)`."""
   dtype = h.dtype
   cat = h if mems is None else tf.concat([mems, h], axis=1)
   k_head = project_heads(cat, parts.k)

@@ -21,7 +21,6 @@ from __future__ import annotations
 import tensorflow as tf
 import tf_keras as keras
 
-from data_utils.deprecation import renamed_keyword
 from xlnet_tf.kernels import AttentionParts, relative_attention
 from xlnet_tf.layers.multi_head import MultiHeadBase
 from xlnet_tf.masks import attention_probs
@@ -88,7 +87,7 @@ class RelativeAttention(MultiHeadBase):
 
   def call(self, h, pos_enc, biases, g=None, mems=None, seg_mat=None,
            content_mask=None, query_mask=None, target_mapping=None,
-           output_positions=None, training=False, seed=None, rows=None):
+           output_positions=None, training=False, seed=None):
     """Args:
       h: content stream `[B, L, D]`.
       pos_enc: `[R, D]` or `[B, R, D]` relative positional encoding.
@@ -104,11 +103,7 @@ class RelativeAttention(MultiHeadBase):
       output_positions: `[B, P]` int32: `h_out` is the content stream at
         those positions only, `[B, P, D]`; None for all L.
       seed: int32 `[2]` for replayable dropout masks, or None.
-      rows: the deprecated name of `output_positions` (warns once).
     """
-    output_positions = renamed_keyword("RelativeAttention.call", "rows",
-                                       "output_positions", rows,
-                                       output_positions)
     dtype = self.compute_dtype
     h = tf.cast(h, dtype)
     g = None if g is None else tf.cast(g, dtype)

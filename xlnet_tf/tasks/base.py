@@ -9,7 +9,6 @@ from typing import Optional
 import tensorflow as tf
 import tf_keras as keras
 
-from data_utils.deprecation import renamed_keyword
 from xlnet_tf.building import build_once
 from xlnet_tf.config import RunOptions, XLNetConfig
 from xlnet_tf.encoder import XLNetModel
@@ -47,14 +46,8 @@ class TaskModel(keras.Model):
     build_once(self.encoder, *self.heads)
     self.built = True
 
-  def encode(self, features, training=False, output_positions=None,
-             output_rows=None):
-    """`[B, L, D]`, or `[B, P, D]` at `output_positions [B, P]` (int32).
-    `output_rows`: the deprecated name of `output_positions` (warns
-    once)."""
-    output_positions = renamed_keyword("TaskModel.encode", "output_rows",
-                                       "output_positions", output_rows,
-                                       output_positions)
+  def encode(self, features, training=False, output_positions=None):
+    """`[B, L, D]`, or `[B, P, D]` at `output_positions [B, P]` (int32)."""
     return self.encoder(features["input_ids"],
                         segment_ids=features.get("segment_ids"),
                         input_mask=features.get("input_mask"),

@@ -10,7 +10,6 @@ from typing import Optional
 import tensorflow as tf
 import tf_keras as keras
 
-from data_utils.deprecation import warn_renamed
 from xlnet_tf.building import build_dense, build_once
 from xlnet_tf.config import RunOptions, XLNetConfig
 from xlnet_tf.encoder import XLNetModel
@@ -98,12 +97,6 @@ class SequenceSummary(keras.layers.Layer):
     ids = tf.convert_to_tensor(input_ids)
     position = tf.shape(ids)[1] - 1 if self.summary_type == "last" else 0
     return tf.fill([tf.shape(ids)[0], 1], position)
-
-  def output_rows(self, input_ids) -> Optional[tf.Tensor]:
-    """Deprecated name of `output_positions` (warns once)."""
-    warn_renamed("SequenceSummary.output_rows",
-                 "SequenceSummary.output_positions")
-    return self.output_positions(input_ids)
 
   def call(self, hidden, input_mask=None, training=False):
     hidden = tf.cast(hidden, self.compute_dtype)

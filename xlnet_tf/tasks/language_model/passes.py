@@ -16,7 +16,6 @@ from typing import Optional
 
 import tensorflow as tf
 
-from data_utils.deprecation import renamed_keyword
 from xlnet_tf.factorization import (factorization_perm_mask, query_inputs,
                                     target_mapping, target_positions)
 from xlnet_tf.tasks.language_model.model import XLNetPretrainer
@@ -30,7 +29,7 @@ def lm_logits(lm: XLNetPretrainer, hidden) -> tf.Tensor:
 def two_stream_pass(lm: XLNetPretrainer, input_ids, target_order,
                     input_mask=None, output_positions=None, mems=None,
                     mems_mask=None, mem_len: Optional[int] = None,
-                    reuse_len: Optional[int] = None, positions=None) -> dict:
+                    reuse_len: Optional[int] = None) -> dict:
   """One encoder pass with the query stream on the targets of
   `target_order`.
 
@@ -43,14 +42,10 @@ def two_stream_pass(lm: XLNetPretrainer, input_ids, target_order,
       (sorted by order).
     mems, mems_mask, mem_len, reuse_len: the encoder's memory (a decoding
       cache: n_layer `[B, M, D]`, `[B, M]` 1 = hidden).
-    positions: the deprecated name of `output_positions` (warns once).
   Returns:
     `{"logits": [B, P, V] float32, "output_positions": [B, P], "new_mems":
     list | None}`.
   """
-  output_positions = renamed_keyword("two_stream_pass", "positions",
-                                     "output_positions", positions,
-                                     output_positions)
   input_ids = tf.convert_to_tensor(input_ids)
   if output_positions is None:
     output_positions = target_positions(target_order)
