@@ -28,9 +28,9 @@ import math
 from absl import flags, logging
 
 from data_utils.errors import UsageError, check_positive, run_app, run_main
-from data_utils.lm.texts import read_texts
 from data_utils.path_checks import check_store, tf_path
 from data_utils.progress import Progress
+from data_utils.text_inputs import read_texts
 from data_utils.tokenization import EOD_ID
 from xlnet_tf.export.directory import check_export_dir
 from xlnet_tf.tasks.language_model.generation import check_sampling

@@ -38,7 +38,7 @@ import transformers  # noqa: E402
 from bench_common import SIZES  # noqa: E402
 from data_utils.lm.embedding_files import (  # noqa: E402
     layout_length, text_pieces, window_features)
-from data_utils.lm.texts import read_texts  # noqa: E402
+from data_utils.text_inputs import read_texts  # noqa: E402
 from data_utils.tokenization import SentencePieceTokenizer  # noqa: E402
 from xlnet_tf.config import RunOptions, XLNetConfig  # noqa: E402
 from xlnet_tf.pretrained import build_model, save_hf_weights  # noqa: E402

@@ -25,12 +25,12 @@ import xlnet_tf as xt
 from batch_cases import (conll_slice, finished, line_slice, start_script,
                          varied_lm)
 from conftest import spiece_path
-from data_utils.batch_inputs import InputSpec, read_rows
 from data_utils.classification.features import convert_example
 from data_utils.errors import UsageError
 from data_utils.ner.alignment import WordPieces
 from data_utils.ner.features import NerFeatureSettings, convert_data
 from data_utils.ner.reader import read_ner
+from data_utils.text_inputs import InputSpec, read_rows
 from data_utils.tokenization import SEG_ID_B, SentencePieceTokenizer
 from xlnet_tf.batch_predict.job import BatchJob, resolve_export
 from xlnet_tf.batch_predict.run import run_jobs

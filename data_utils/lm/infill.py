@@ -24,10 +24,8 @@ import re
 from dataclasses import dataclass, field
 from typing import List, Optional, Sequence, Tuple
 
-from data_utils import paths
 from data_utils.errors import UserError
-from data_utils.text_files import utf8_error
-from data_utils.lm.texts import read_numbered_texts, text_format
+from data_utils.text_inputs import file_format, read_all, script_spec
 from data_utils.tokenization import MASK_ID, SPIECE_UNDERLINE, UNK_ID
 
 MASK_TOKEN = "<mask>"
@@ -190,40 +188,23 @@ def fill_text(item: InfillText, fills: Sequence[Sequence[str]]) -> str:
 
 def read_infill_file(path: str, column: Optional[str] = None
                      ) -> List[InfillText]:
-  """Texts to fill from `path`: lines / a TSV column / a JSONL field with
-  `<mask>` markers; a JSONL row may instead give `"spans"` (character spans
-  of its text). Each text needs a hole. Errors name the file and line."""
-  if text_format(path, column) != "jsonl":
-    items = []
-    for line_no, text in read_numbered_texts(path, column):
-      items.append(require_holes(parse_masks(text), f"{path}:{line_no}"))
-    return items
-  if not paths.isfile(path):
-    raise UserError(f"{path}: no such file")
-  field_name = column or "text"
+  """Texts to fill from `path` (read as every script's input is,
+  `data_utils.text_inputs.read_all`): lines / a TSV or CSV column / a
+  JSONL field with `<mask>` markers; a JSONL row may instead give
+  `"spans"` (character spans of its text). Each text needs a hole. Errors
+  name the file and line."""
   items = []
-  try:
-    with paths.open_file(path, encoding="utf-8") as f:
-      for line_no, line in enumerate(f, start=1):
-        if not line.strip():
-          continue
-        where = f"{path}:{line_no}"
-        try:
-          row = json.loads(line)
-        except json.JSONDecodeError as e:
-          raise UserError(f"{where}: not JSON ({e.msg})") from None
-        if not isinstance(row, dict) or not isinstance(row.get(field_name),
-                                                       str):
-          raise UserError(f"{where}: no string field {field_name!r}")
-        text = row[field_name]
-        if "spans" in row:
-          item = parse_spans(text, row["spans"], f"{where}: spans")
-          items.append(require_holes(item, where, "its spans are []"))
-        else:
-          items.append(require_holes(parse_masks(text), where,
-                                     f"{NO_MASK}, no spans"))
-  except UnicodeDecodeError:
-    raise UserError(utf8_error(path)) from None
+  for row in read_all(path, script_spec(column), keep=("spans",)):
+    where = f"{path}:{row.line}"
+    text = row.fields["text"]
+    if "spans" in row.fields:
+      item = parse_spans(text, row.fields["spans"], f"{where}: spans")
+      items.append(require_holes(item, where, "its spans are []"))
+    elif file_format(path) == "jsonl":
+      items.append(require_holes(parse_masks(text), where,
+                                 f"{NO_MASK}, no spans"))
+    else:
+      items.append(require_holes(parse_masks(text), where))
   return items
 
 

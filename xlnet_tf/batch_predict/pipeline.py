@@ -27,8 +27,8 @@ from apache_beam.transforms.util import SortAndBatchElements
 
 from data_utils import beam_jobs, paths
 from data_utils.atomic import atomic_path
-from data_utils.batch_inputs import DeadRow, read_rows
 from data_utils.errors import UserError
+from data_utils.text_inputs import DeadRow, read_rows
 from xlnet_tf.batch_predict.handler import (ExportModelHandler,
                                             element_length)
 from xlnet_tf.batch_predict.job import BatchJob

@@ -28,12 +28,12 @@ from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from data_utils.batch_inputs import Row
 from data_utils.ner.alignment import AlignedSentence, WordPieces, align_words
 from data_utils.ner.features import (NerFeatureSettings, context_ids,
                                      merge_words, sentence_windows)
 from data_utils.ner.schemes import convert
 from data_utils.ner.text import entity_spans, words_with_offsets
+from data_utils.text_inputs import Row
 from xlnet_tf.tasks.batch import (FEATURES, BatchKind, Padding, Prepared,
                                   left_padded, real_length, trimmed)
 

@@ -1,4 +1,4 @@
-"""The rows a batch job reads (data_utils/batch_inputs.py): every format
+"""The rows a batch job reads (data_utils/text_inputs.py): every format
 keyed by (file, line), bad rows as dead rows with one-line reasons and the
 good rows around them intact, flag checks before any work; odd files as a
 user expects them (UTF-16, a BOM, a text file read as a table, a header
@@ -13,9 +13,9 @@ import tracemalloc
 import pytest
 
 from data_utils import table_records
-from data_utils.batch_inputs import (DeadRow, InputSpec, Row, check_spec,
-                                     file_format, input_files, read_rows)
 from data_utils.errors import UsageError
+from data_utils.text_inputs import (DeadRow, InputSpec, Row, check_spec,
+                                    file_format, input_files, read_rows)
 
 
 def _write(path, data: bytes):
