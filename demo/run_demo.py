@@ -81,10 +81,14 @@ def run(stage: str, cmd: list, log_path: str) -> str:
 
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("workdir", os.path.join(ROOT, "out", "demo"),
-                    "Where every stage writes.")
-flags.DEFINE_bool("tiny", False, "Even smaller flags (what the tests run).")
-flags.DEFINE_bool("fresh", False, "Delete the workdir first.")
+
+
+def define_flags() -> None:
+  """The demo's flags."""
+  flags.DEFINE_string("workdir", os.path.join(ROOT, "out", "demo"),
+                      "Where every stage writes.")
+  flags.DEFINE_bool("tiny", False, "Even smaller flags (what the tests run).")
+  flags.DEFINE_bool("fresh", False, "Delete the workdir first.")
 
 
 FEATURE_KEYS = ("input_ids", "segment_ids", "input_mask")
@@ -296,14 +300,25 @@ Scale up:
   * real vocabulary and weights: the released xlnet_cased_L-24_H-1024_A-16
     (spiece.model, xlnet_config.json, xlnet_model.ckpt) go straight into
     run_classifier.py --spiece_model_file / --model_config_path /
-    --init_checkpoint (see README "Load a released XLNet checkpoint").
-  * pretraining data: python -m data_utils.pretraining.create_pretrain_data
-    --input_glob='corpus/*.txt' --seq_len=512 --reuse_len=256
-    --num_predict=85 --perm_size=256 --bsz_per_host=32 --num_passes=N
-    (--num_task/--task split it across machines).
-  * hardware: --strategy=mirrored (all local GPUs), --strategy=multi_worker
-    (TF_CONFIG cluster), --strategy=tpu --tpu=NAME; build the records with
-    --num_core_per_host = replicas per host; --use_bfloat16 on TPU/CPU.
+    --init_checkpoint (docs/conversion.md).
+  * pretraining records at corpus scale: python -m
+    data_utils.pretraining.create_pretrain_data --input_glob='corpus/*.txt'
+    --seq_len=512 --reuse_len=256 --num_predict=85 --perm_size=256
+    --bsz_per_host=32 --num_passes=N --task_size_mb=64: one process per
+    --task, or every task and pass as one Apache Beam job with --runner
+    (DirectRunner on this machine's cores with --pipeline_options="
+    --direct_num_workers=N --direct_running_mode=multi_processing";
+    FlinkRunner, SparkRunner, DataflowRunner on a cluster: docs/beam.md).
+  * predictions over a corpus: run_batch_predict.py --export_dir=<a
+    model_dir>/saved_model --input='texts/*.txt' --output_dir=preds, on the
+    same Beam runners (docs/batch_prediction.md).
+  * data in buckets: every path flag takes gs:// or s3:// (pip install -e
+    '.[cloud]'; docs/buckets.md).
+  * training hardware: --strategy=mirrored (all local GPUs),
+    --strategy=multi_worker (TF_CONFIG cluster), --strategy=tpu --tpu=NAME
+    (records with --num_core_per_host = replicas per host); --use_bfloat16
+    (TPU, CPUs with AVX512_BF16 or AMX), --use_float16 (GPU),
+    --grad_accum_steps, --recompute (docs/speed.md).
 ==============================================================================""")
   return 0
 
@@ -314,4 +329,5 @@ def main(argv) -> int:
 
 
 if __name__ == "__main__":
+  define_flags()
   run_app("run_demo", main)

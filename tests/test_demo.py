@@ -3,6 +3,7 @@ export -> raw-text query) with its tiny flags, and its reuse on a re-run."""
 
 import json
 import os
+import re
 import shlex
 import sys
 
@@ -14,8 +15,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def readme_cli_command() -> str:
-  """The README's `saved_model_cli run` command, continuation lines joined."""
-  with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+  """The serving page's `saved_model_cli run` command (docs/serving.md),
+  continuation lines joined."""
+  with open(os.path.join(ROOT, "docs", "serving.md"), encoding="utf-8") as f:
     text = f.read()
   start = text.index(".venv/bin/saved_model_cli run")
   block = text[start:text.index("```", start)]
@@ -31,8 +33,8 @@ EXPORTS = ("sentencepiece_model", "text_export", "features_export")
 
 
 def demo_runs(directory):
-  """The first run, then the README's stock saved_model_cli command on the
-  tiny demo's export (its step is 10, the README's demo 600), then a re-run
+  """The first run, then the serving page's stock saved_model_cli command on
+  the tiny demo's export (its step is 10, the page's demo 600), then a re-run
   (an early run: see conftest): what the test checks, as it was after each
   step."""
   work = directory / "demo"
@@ -66,13 +68,21 @@ def test_demo_chain_and_rerun():
   assert all(label in ("0", "1") and 0.5 <= p <= 1.0
              for label, p in summary["queries"].values())
   assert runs["exist"] == [True] * len(EXPORTS), EXPORTS
-  # The README's stock saved_model_cli command.
+  # The serving page's stock saved_model_cli command.
   res = runs["cli"]
   assert res.returncode == 0, res.stderr[-3000:]
   probs = [max(row) for row in cli_output(res.stdout, "probabilities")]
   assert probs == pytest.approx([p for _, p in summary["queries"].values()],
                                 abs=1e-4)
   assert "demo summary" in first.stdout and "Scale up" in first.stdout
+  # The ways to scale that exist: Beam runners for both data jobs, buckets,
+  # training strategies; and the pages that tell more.
+  scale = first.stdout[first.stdout.index("Scale up"):]
+  for named in ("--runner", "--pipeline_options", "run_batch_predict.py",
+                "create_pretrain_data", "gs://", "s3://", "--strategy="):
+    assert named in scale, named
+  for page in re.findall(r"docs/\w+\.md", scale):
+    assert os.path.exists(os.path.join(ROOT, page)), page
 
   again = runs["again"]
   assert again.returncode == 0, again.stdout[-3000:]
