@@ -8,7 +8,7 @@ the same pass (generator `default_rng([0, 0, 0])`, as `build_pass` seeds
 task 0 pass 0) with each variant, taking turns: round r runs both, the
 first variant alternating, so drift on a shared machine hits both alike.
 
-  reference  `examples.host_steps`, each example dict serialized by
+  reference  `reference_examples.host_steps`, each example dict serialized by
              `records.example_bytes` (int64/float protobuf features)
   fast       `fast_examples.host_step_records` (serialized records)
 
@@ -36,7 +36,8 @@ sys.path.insert(0, ROOT)
 # After the path: the script runs from a checkout, not an installed package.
 import numpy as np  # noqa: E402
 
-from data_utils.pretraining import examples, fast_examples  # noqa: E402
+from data_utils.pretraining import (examples, fast_examples,  # noqa: E402
+                                    reference_examples)
 from data_utils.records import (example_bytes, float_feature,  # noqa: E402
                                 int_feature, write_records)
 from data_utils.tokenization import SentencePieceTokenizer  # noqa: E402
@@ -45,7 +46,8 @@ from data_utils.tokenization import SentencePieceTokenizer  # noqa: E402
 def reference_steps(data, sent_ids, cfg, is_start, rng):
   """Per host step, the reference records: example dicts serialized with
   protobuf (what the builder wrote before the fast path)."""
-  for step in examples.host_steps(data, sent_ids, cfg, is_start, rng):
+  for step in reference_examples.host_steps(data, sent_ids, cfg, is_start,
+                                            rng):
     yield [example_bytes({
         k: float_feature(v.tolist()) if v.dtype.kind == "f"
         else int_feature(v.tolist()) for k, v in ex.items()})
@@ -118,7 +120,7 @@ def main():
     lines = [line for _, line in zip(range(args.lines), f)]
 
   t0 = time.perf_counter()
-  data, sent_ids = examples.lines_to_ids(lines, tok.encode_ids, True)
+  data, sent_ids = reference_examples.lines_to_ids(lines, tok.encode_ids, True)
   t_tok = time.perf_counter() - t0
   # The builder's stream dtype (ids_cache: int32 ids, bool sentence ids).
   data = data.astype(np.int32)

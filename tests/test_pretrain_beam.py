@@ -16,6 +16,7 @@ from data_utils import beam_jobs
 from data_utils.outputs import LEDGER
 from data_utils.pretraining import beam_pipeline, builder, ids_cache
 from data_utils.pretraining import examples as pd
+from data_utils.pretraining import reference_examples as ref
 from data_utils.pretraining.create_pretrain_data import create_pretrain_data
 from data_utils.pretraining.reader import load_record_infos
 from data_utils.records import example_bytes, float_feature, int_feature
@@ -211,7 +212,7 @@ def test_one_file_split_by_size_cuts_no_document(shared, tmp_path):
     ids_cache.tokenize_range(r, tok.encode_ids, True, path)
     parts.append(ids_cache.read_ids(path)[0])
   with open(corpus, encoding="utf-8") as f:
-    whole, _ = pd.lines_to_ids(f, tok.encode_ids, True)
+    whole, _ = ref.lines_to_ids(f, tok.encode_ids, True)
   np.testing.assert_array_equal(np.concatenate(parts), whole)
   assert (np.concatenate(parts) == EOD_ID).sum() == (whole == EOD_ID).sum()
 
@@ -220,7 +221,7 @@ def test_memory_mapped_pass_equals_the_in_memory_build(three_files,
                                                        plain_cli, shared):
   """Task 1 of the plain CLI's build (ids cache, memory-mapped stream, fast
   path) against the in-memory reference: every file read whole into
-  arrays, joined in memory, `examples.host_steps` serialized by
+  arrays, joined in memory, `reference_examples.host_steps` serialized by
   `example_bytes`, the same seed, task and pass."""
   tok = SentencePieceTokenizer(spiece_path(shared))
   is_start = pd.start_piece_table(
@@ -229,7 +230,7 @@ def test_memory_mapped_pass_equals_the_in_memory_build(three_files,
   shards = []
   for path in files:
     with open(path, encoding="utf-8") as f:
-      shards.append(pd.lines_to_ids(f, tok.encode_ids, True))
+      shards.append(ref.lines_to_ids(f, tok.encode_ids, True))
   for pass_id in PASSES:
     order = np.random.default_rng([SEED, task, pass_id, 1]).permutation(
         len(shards))
@@ -237,7 +238,7 @@ def test_memory_mapped_pass_equals_the_in_memory_build(three_files,
     rng = np.random.default_rng([SEED, task, pass_id])
     want = []
     for _, step in zip(range(MAX_BATCHES),
-                       pd.host_steps(data, sent_ids, CFG, is_start, rng)):
+                       ref.host_steps(data, sent_ids, CFG, is_start, rng)):
       want += [example_bytes({
           k: float_feature(v.tolist()) if v.dtype.kind == "f"
           else int_feature(v.tolist()) for k, v in example.items()})

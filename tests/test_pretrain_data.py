@@ -10,6 +10,7 @@ import pytest
 import tensorflow as tf
 
 from data_utils.pretraining import examples as pd
+from data_utils.pretraining import reference_examples as ref
 from data_utils.atomic import temp_prefix
 from data_utils.pretraining.create_pretrain_data import create_pretrain_data
 from data_utils.pretraining.reader import (expand_example,
@@ -180,7 +181,8 @@ def test_bi_data_streams_and_reversed_halves():
   data = np.arange(100, 300, dtype=np.int64)
   sent = (np.arange(200) // 5) % 2 == 0
   table = np.ones(400, bool)
-  steps = list(pd.host_steps(data, sent, cfg, table, np.random.default_rng(0)))
+  steps = list(ref.host_steps(data, sent, cfg, table,
+                              np.random.default_rng(0)))
   assert len(steps) >= 2
   fwd = data[:200].reshape(2, 100)
   for t, step in enumerate(steps):
@@ -213,7 +215,7 @@ def test_span_sampling_exact_budget_and_word_spans(piece_count):
   table = (np.arange(50) % 3) == 0
   partial_spans = []
   for _ in range(50):
-    mask = pd.sample_span_mask(tokens, 10, cfg, table, rng)
+    mask = ref.sample_span_mask(tokens, 10, cfg, table, rng)
     assert mask.sum() == 10
     edges = np.flatnonzero(np.diff(np.r_[0, mask.astype(int), 0]))
     lengths = edges[1::2] - edges[::2]

@@ -56,7 +56,9 @@ from data_utils.pretraining import beam_pipeline
 from data_utils.pretraining.builder import (RECORD_FORMAT, build_pass,
                                             build_task, format_name,
                                             prepare_job, record_info_path)
-from data_utils.pretraining.examples import PretrainDataConfig
+from data_utils.pretraining.examples import (PERM_SIZE_FLAG_DEFAULT,
+                                             PretrainDataConfig,
+                                             flag_perm_size)
 from data_utils.pretraining.task_split import check_input_files
 
 MAX_PASSES = 10_000
@@ -97,7 +99,7 @@ def build_from_flags(f) -> None:
       num_core_per_host=f.num_core_per_host, bi_data=f.bi_data,
       mask_alpha=f.mask_alpha, mask_beta=f.mask_beta,
       num_predict=f.num_predict,
-      perm_size=f.perm_size if f.perm_size else f.reuse_len,
+      perm_size=flag_perm_size(f.perm_size, f.reuse_len),
       uncased=f.uncased, use_eod=f.use_eod,
       original_ngram_count=f.original_ngram_count)
   check_positive(f.num_passes, "num_passes")
@@ -159,7 +161,8 @@ _FLAGS = {
     "use_eod": (True, "Append <eod> at the end of a document."),
     "from_raw_text": (True, "Input is raw text (else space-separated ids)."),
     "num_predict": (85, "Tokens to predict per example."),
-    "perm_size": (0, "Permutation block size; 0 = reuse_len."),
+    "perm_size": (PERM_SIZE_FLAG_DEFAULT,
+                  "Permutation block size; 0 = reuse_len."),
     "input_glob": (None, "Input file glob."),
     "sp_path": (None, "SentencePiece model."),
     "save_dir": (None, "Output directory."),

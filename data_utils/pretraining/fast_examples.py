@@ -1,8 +1,9 @@
-"""Fast path of the pretraining record builder (the kernels of `examples`).
+"""Fast path of the pretraining record builder (the kernels of
+`reference_examples`).
 
 `host_step_records` yields, step for step, the serialized records that
-`examples.host_steps` followed by `records.example_bytes` make, byte for
-byte, from the same generator: the same `rng.random`, `rng.integers` and
+`reference_examples.host_steps` followed by `records.example_bytes` make,
+byte for byte, from the same generator: the same `rng.random`, `rng.integers` and
 `rng.permutation` calls with the same arguments in the same order, and
 for the reference's `rng.choice(ngrams, p=pvals)` the one `rng.random()`
 that numpy makes inside it, so the generator ends in the same state
@@ -12,7 +13,7 @@ corpus). A builder writes them as they come:
     for step in host_step_records(data, sent_ids, cfg, is_start, rng):
       yield from step
 
-`examples` stays the readable statement; what this module does
+`reference_examples` stays the readable statement; what this module does
 differently:
 
   - sentence boundaries and word starts come from numpy searches over the
@@ -46,8 +47,8 @@ _FIRST_CHUNK = 64
 
 
 # ---------------------------------------------------------------------------
-# A/B split and spans (the draws of examples.split_a_and_b and
-# examples.sample_span_mask)
+# A/B split and spans (the draws of reference_examples.split_a_and_b and
+# reference_examples.sample_span_mask)
 # ---------------------------------------------------------------------------
 
 def _next_change(sent_ids: np.ndarray, pos: int, limit: int) -> int:
@@ -81,8 +82,9 @@ def _sentence_start(sent_ids: np.ndarray, pos: int) -> int:
 
 def split_a_and_b(sent_ids: np.ndarray, begin: int, total_len: int,
                   rng: np.random.Generator):
-  """`examples.split_a_and_b` as bounds: `(a_begin, a_end, b_begin, b_end,
-  label)` into the stream (`sent_ids [data_len]`), or None; same draws."""
+  """`reference_examples.split_a_and_b`: the same arguments, draws and
+  `(a_begin, a_end, b_begin, b_end, label)` (or None), without its
+  per-token loops."""
   data_len = len(sent_ids)
   if begin + total_len >= data_len:
     return None
@@ -126,8 +128,8 @@ def split_a_and_b(sent_ids: np.ndarray, begin: int, total_len: int,
 
 
 class _SpanSampler:
-  """`examples.sample_span_mask` on word-start positions, writing into a
-  record's mask (a bytearray, 1 = chosen) instead of returning one."""
+  """`reference_examples.sample_span_mask` on word-start positions, writing
+  into a record's mask (a bytearray, 1 = chosen) instead of returning one."""
 
   def __init__(self, cfg: PretrainDataConfig):
     ngrams = np.arange(1, cfg.max_gram + 1)
@@ -218,13 +220,14 @@ def _start_lists(is_start_row: np.ndarray, reuse_len: int, reverse: bool
 def host_step_records(data: np.ndarray, sent_ids: np.ndarray,
                       cfg: PretrainDataConfig, is_start: np.ndarray,
                       rng: np.random.Generator) -> Iterator[List[bytes]]:
-  """`examples.host_steps` with each example serialized: yields one list of
-  `bsz_per_host` record bytes per step, in stream order, equal to
+  """`reference_examples.host_steps` with each example serialized: yields one
+  list of `bsz_per_host` record bytes per step, in stream order, equal to
   `records.example_bytes` of the reference's features (see the module
   docstring), drawing the same numbers from `rng` in the same order.
 
-  `data [N]` token ids and `sent_ids [N]` as for `examples.host_steps`;
-  `is_start [vocab]` bool from `examples.start_piece_table`."""
+  `data [N]` token ids and `sent_ids [N]` as for
+  `reference_examples.host_steps`; `is_start [vocab]` bool from
+  `examples.start_piece_table`."""
   if examples.max_host_steps(len(data), cfg) == 0:
     return  # no step: skip the per-stream tables (bsz_per_host=10**9: GBs)
   rows, row_ids = examples.stream_layout(data, sent_ids, cfg)
