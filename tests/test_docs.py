@@ -1,0 +1,518 @@
+"""Docs that cannot drift: README.md, CHANGELOG.md and docs/*.md, read as a
+user reads them.
+
+  1. every relative link resolves: the file exists, and a `#anchor` is a
+     heading of the target (GitHub's anchor rules);
+  2. every command a shell block runs with one of this project's scripts,
+     modules or console scripts names one that exists, and every `--flag`
+     it passes is a flag of it (tests/entry_points.py);
+  3. every ```python block runs, in a working directory holding what the
+     snippets name (a tiny checkpoint in the released layout under the
+     released folder name, an HF folder, small SavedModels with the
+     signatures the snippets call, a TFLite file made by the project's
+     converter, the demo's query features);
+  4. every dotted name of the project in backticks (`xlnet_tf.x.y`,
+     `data_utils.x`) imports, every source path named (`xlnet_tf/...py`)
+     exists, and the architecture page's module tree lists files that exist.
+
+All in this process, on tiny models: a few seconds besides TensorFlow's
+import.
+"""
+
+import contextlib
+import glob
+import importlib
+import io
+import json
+import os
+import re
+import shlex
+import shutil
+import unicodedata
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import xlnet_tf as xt
+from entry_points import ENTRY_POINTS, entry_of, flags_of
+from conftest import spiece_path
+from xlnet_tf import pretrained
+from xlnet_tf.export.tflite import convert_features_export
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DOCS = ["README.md", "CHANGELOG.md"] + sorted(
+    os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docs",
+                                                             "*.md")))
+PROJECT = ("xlnet_tf", "data_utils")
+FENCE = re.compile(r"^( *)```(\S*)\s*$")
+SHELL = ("bash", "sh", "shell", "console", "")
+
+
+def read(doc: str) -> str:
+  with open(os.path.join(ROOT, doc), encoding="utf-8") as f:
+    return f.read()
+
+
+def blocks(text: str):
+  """(language, first line number, body) of every fenced block; and the
+  text with every block blanked out (line numbers kept)."""
+  found, prose, current = [], [], None
+  for number, line in enumerate(text.split("\n"), 1):
+    fence = FENCE.match(line)
+    if current is None and fence:
+      current = (fence.group(2).lower(), number + 1, len(fence.group(1)), [])
+      prose.append("")
+    elif current is not None and fence and not fence.group(2):
+      found.append((current[0], current[1], "\n".join(current[3])))
+      current = None
+      prose.append("")
+    elif current is not None:
+      current[3].append(line[current[2]:])
+      prose.append("")
+    else:
+      prose.append(line)
+  assert current is None, f"a block from line {current[1]} is not closed"
+  return found, "\n".join(prose)
+
+
+def without_code_spans(line: str) -> str:
+  return re.sub(r"(`+)(.+?)\1", lambda m: " " * len(m.group(0)), line)
+
+
+# -- 1. links ---------------------------------------------------------------
+
+def slug(heading: str) -> str:
+  """GitHub's anchor of a heading: its text (links' and code's text kept),
+  lower case, everything but letters, digits, `_`, `-` and spaces dropped,
+  spaces to `-`."""
+  text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading)
+  text = text.strip().lower()
+  kept = "".join(c for c in text if c in "-_ " or
+                 unicodedata.category(c)[0] in "LMN")
+  return kept.replace(" ", "-")
+
+
+def anchors(doc: str) -> set:
+  _, prose = blocks(read(doc))
+  seen, out = {}, set()
+  for line in prose.split("\n"):
+    m = re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
+    if not m:
+      continue
+    base = slug(m.group(1))
+    n = seen.get(base, 0)
+    seen[base] = n + 1
+    out.add(base if n == 0 else f"{base}-{n}")
+  return out
+
+
+def test_slug_follows_github():
+  assert slug("Data in a bucket (gs://, s3://)") == "data-in-a-bucket-gs-s3"
+  assert slug("Long documents (issue 19) — bench_long_documents.py, "
+              "long_documents_accuracy.sh") == \
+      "long-documents-issue-19--bench_long_documentspy-long_documents_accuracysh"
+  assert slug("Where do I ...") == "where-do-i-"
+
+
+def links(doc: str):
+  _, prose = blocks(read(doc))
+  for number, line in enumerate(prose.split("\n"), 1):
+    for m in re.finditer(r"\]\(([^)\s]+)\)", without_code_spans(line)):
+      yield number, m.group(1)
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_links_resolve(doc):
+  bad = []
+  for number, target in links(doc):
+    if re.match(r"^[a-z][a-z0-9+.-]*:", target):  # https:, mailto:
+      continue
+    path, _, anchor = target.partition("#")
+    full = os.path.normpath(os.path.join(ROOT, os.path.dirname(doc), path)) \
+        if path else os.path.join(ROOT, doc)
+    if not os.path.exists(full):
+      bad.append(f"{doc}:{number}: {target}: no such file")
+    elif anchor and full.endswith(".md") and \
+        anchor not in anchors(os.path.relpath(full, ROOT)):
+      bad.append(f"{doc}:{number}: {target}: no heading #{anchor} in "
+                 f"{os.path.relpath(full, ROOT)}")
+  assert not bad, "\n".join(bad)
+
+
+def test_every_page_is_linked():
+  linked = {os.path.normpath(os.path.join(os.path.dirname(doc),
+                                          t.partition("#")[0]))
+            for doc in DOCS for _, t in links(doc)}
+  assert not [d for d in DOCS if d != "README.md" and d not in linked]
+
+
+# -- 2. commands and their flags ---------------------------------------------
+
+def shell_lines(body: str):
+  """(offset of its first line, text) of the block's logical lines:
+  backslash continuations joined."""
+  joined, start, parts = [], 0, []
+  for offset, line in enumerate(body.split("\n")):
+    if not parts:
+      start = offset
+    if line.endswith("\\"):
+      parts.append(line[:-1])
+      continue
+    joined.append((start, " ".join(parts + [line])))
+    parts = []
+  if parts:
+    joined.append((start, " ".join(parts)))
+  return joined
+
+
+def split_words(line: str):
+  lexer = shlex.shlex(line, posix=True, punctuation_chars=";&|")
+  lexer.whitespace_split = True
+  lexer.commenters = "#"
+  words, command = [], []
+  try:
+    for token in lexer:
+      if set(token) <= set(";&|"):
+        words.append(command)
+        command = []
+      else:
+        command.append(token)
+  except ValueError:  # an unclosed quote: not shell
+    return []
+  return words + [command]
+
+
+ASSIGN = re.compile(r"^\s*([A-Za-z_]\w*)=(\((.*)\)|.*)\s*$")
+
+
+def commands(doc: str):
+  return commands_in(read(doc))
+
+
+def commands_in(text: str):
+  """(line, words) of every command of the text's shell blocks, variables
+  set in it (`M="--a --b"`, `F=(--a "--b c")`) expanded where a word is
+  one."""
+  found, variables = [], {}
+  for lang, first, body in blocks(text)[0]:
+    if lang not in SHELL:
+      continue
+    for offset, line in shell_lines(body):
+      m = ASSIGN.match(line)
+      if m and not line.strip().startswith(("-", ".")) and " " not in \
+          line.split("=", 1)[0]:
+        value = m.group(3) if m.group(3) is not None else m.group(2)
+        try:
+          variables[m.group(1)] = shlex.split(value)
+          if m.group(3) is None and len(variables[m.group(1)]) == 1:
+            variables[m.group(1)] = shlex.split(variables[m.group(1)][0])
+        except ValueError:
+          pass
+        continue
+      for words in split_words(line):
+        expanded = []
+        for word in words:
+          name = re.fullmatch(r"\$\{?(\w+)(\[@\])?\}?", word)
+          if name and name.group(1) in variables:
+            expanded += variables[name.group(1)]
+          else:
+            expanded.append(word)
+        if expanded:
+          found.append((first + offset, expanded))
+  return found
+
+
+def test_commands_parse_as_a_user_types_them():
+  text = ('X=ckpt\nF=(--runner=DirectRunner --pipeline_options="--a=1 \\\n'
+          '  --b=2")\n.venv/bin/python run_batch_predict.py "${F[@]}" '
+          '--input=\'a b\' --export_dir=$X # --not_a_flag\n')
+  words = [[" ".join(w.split()) for w in c]
+           for _, c in commands_in("```bash\n" + text + "```\n")]
+  assert words == [[".venv/bin/python", "run_batch_predict.py",
+                    "--runner=DirectRunner", "--pipeline_options=--a=1 --b=2",
+                    "--input=a b", "--export_dir=$X"]]
+
+
+PYTHON = re.compile(r"(^|/)python(3(\.\d+)?)?$")
+
+
+def flag_names(arguments):
+  for word in arguments:
+    if word.startswith("--") and len(word) > 2:
+      yield word[2:].split("=", 1)[0]
+
+
+def command_problems(doc: str, text: str):
+  """What is wrong with the commands of `text` (the doc `doc`): a project
+  script or module that is no entry point, a flag its entry does not
+  take."""
+  bad = []
+  for number, words in commands_in(text):
+    start = 0
+    while start < len(words) and re.match(r"^[A-Za-z_]\w*=", words[start]):
+      start += 1
+    words = words[start:]
+    if not words:
+      continue
+    found = entry_of(words)
+    if found is None:
+      # A project script or module the entry points do not know.
+      if PYTHON.search(words[0]) and len(words) > 1:
+        target = words[2] if words[1] == "-m" and len(words) > 2 else words[1]
+        if words[1] == "-m" and target.split(".")[0] in PROJECT:
+          bad.append(f"{doc}:{number}: python -m {target}: no such entry "
+                     "point")
+        elif words[1] != "-m" and target.endswith(".py") and not \
+            target.startswith("$"):
+          bad.append(f"{doc}:{number}: {target}: no such script")
+      continue
+    entry, arguments = found
+    known = flags_of(entry)
+    for name in flag_names(arguments):
+      if name not in known:
+        bad.append(f"{doc}:{number}: {entry} has no --{name}")
+  return bad
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_commands_name_entries_and_their_flags(doc):
+  bad = command_problems(doc, read(doc))
+  assert not bad, "\n".join(bad)
+
+
+def test_command_problems_are_found():
+  text = ("```bash\nX=1\nF=\"--bi_data --bogus_flag\"\n"
+          "python run_pretrain.py $F --model_dir=m --nobi_data \\\n"
+          "  --pipeline_options=\"--not_ours=1\"\n"
+          "python -m xlnet_tf.no_such_module --a\n"
+          ".venv/bin/python run_nothing.py --x\n"
+          "python -m apache_beam.runners.worker.worker_pool_main --port=1\n"
+          "```\n")
+  assert command_problems("t.md", text) == [
+      "t.md:4: run_pretrain.py has no --bogus_flag",
+      "t.md:4: run_pretrain.py has no --pipeline_options",
+      "t.md:6: python -m xlnet_tf.no_such_module: no such entry point",
+      "t.md:7: run_nothing.py: no such script"]
+
+
+def test_docs_run_every_entry_point():
+  """The flags test reads real commands: every entry point is run by some
+  doc (and would pass on none)."""
+  named = {entry_of(words)[0] for doc in DOCS for _, words in commands(doc)
+           if entry_of(words)}
+  # The demo and the SentencePiece trainer are named in prose (the demo
+  # prints the trainer's command).
+  missing = set(ENTRY_POINTS) - named - {"data_utils.train_spiece",
+                                         "demo/run_demo.py"}
+  assert not missing, missing
+
+
+# -- 4. names and paths --------------------------------------------------------
+
+def code_spans(doc: str):
+  _, prose = blocks(read(doc))
+  for number, line in enumerate(prose.split("\n"), 1):
+    for m in re.finditer(r"(`+)(.+?)\1", line):
+      yield number, m.group(2).strip()
+
+
+def resolves(dotted: str) -> bool:
+  parts = dotted.split(".")
+  for cut in range(len(parts), 0, -1):
+    try:
+      obj = importlib.import_module(".".join(parts[:cut]))
+    except ImportError:
+      continue
+    try:
+      for attr in parts[cut:]:
+        obj = getattr(obj, attr)
+    except AttributeError:
+      return False
+    return True
+  return False
+
+
+SOURCE_DIRS = ("", "xlnet_tf", "data_utils", "xlnet_tf/tasks")
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_names_and_paths_exist(doc):
+  bad = []
+  for number, span in code_spans(doc):
+    for word in re.findall(r"[\w./<>*-]+", span):
+      word = word.rstrip(".")
+      if "<" in word or "*" in word:
+        continue
+      if re.fullmatch(r"(xlnet_tf|data_utils)(\.\w+)+", word) and \
+          not word.endswith(".py"):
+        if not resolves(word):
+          bad.append(f"{doc}:{number}: {word} does not import")
+      elif re.fullmatch(r"[\w-]+(/[\w.-]+)*/[\w-]+\.py", word) or \
+          re.fullmatch(r"(xlnet_tf|data_utils|tests|benchmarks|demo)"
+                       r"(/[\w.-]+)*/?", word):
+        if not any(os.path.exists(os.path.join(ROOT, d, word))
+                   for d in SOURCE_DIRS):
+          bad.append(f"{doc}:{number}: {word}: no such file")
+      elif re.fullmatch(r"run_\w+\.py", word):
+        if not os.path.exists(os.path.join(ROOT, word)):
+          bad.append(f"{doc}:{number}: {word}: no such script")
+  assert not bad, "\n".join(bad)
+
+
+def test_module_tree_lists_files_that_exist():
+  text = read("docs/architecture.md")
+  tree = text[text.index("## Modules"):]
+  body = tree[tree.index("```") + 3:]
+  body = body[body.index("\n") + 1:body.index("```")]
+  bad, top = [], None
+  for line in body.split("\n"):
+    m = re.match(r"^(\w+)/\s", line + " ")
+    if m:
+      top = m.group(1) if m.group(1) in PROJECT else None
+      continue
+    m = re.match(r"^  (\S[^ ]*(?:, \S+)*)", line)
+    if top and m:
+      for name in m.group(1).split(","):
+        name = name.strip()
+        if name and re.fullmatch(r"[\w.]+/?", name) and not \
+            os.path.exists(os.path.join(ROOT, top, name)):
+          bad.append(f"{top}/{name}")
+  assert not bad, "docs/architecture.md's module tree: no such file " + \
+      ", ".join(bad)
+
+
+# -- 3. the Python snippets run ------------------------------------------------
+
+RELEASED = "xlnet_cased_L-12_H-768_A-12"
+TINY = dict(n_token=32000, n_layer=1, d_model=8, n_head=2, d_head=4,
+            d_inner=16, ff_activation="gelu", untie_r=True)
+
+
+def python_snippets():
+  for doc in DOCS:
+    for lang, first, body in blocks(read(doc))[0]:
+      if lang in ("python", "py"):
+        yield pytest.param(doc, first, body, id=f"{doc}:{first}")
+
+
+class _Classifier(tf.Module):
+  """The signatures the snippets call, with the real exports' names, inputs
+  and outputs (tests/test_export_*.py test the real ones)."""
+
+  def __init__(self, length=None):
+    super().__init__()
+    self.w = tf.Variable(tf.ones([2]))
+    self.length = length
+
+  def _outputs(self, logits):
+    return {"logits": logits, "probabilities": tf.nn.softmax(logits),
+            "class_id": tf.argmax(logits, -1, output_type=tf.int32)}
+
+  @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+  def serve_text(self, text):
+    n = tf.cast(tf.strings.length(text), tf.float32)
+    return self._outputs(n[:, None] * self.w)
+
+  def features(self, input_ids, segment_ids, input_mask):
+    real = tf.reduce_sum(1.0 - input_mask, -1) + tf.cast(
+        tf.reduce_sum(input_ids + segment_ids, -1), tf.float32) * 0.0
+    return self._outputs(real[:, None] * self.w)
+
+
+def _features_spec(length=None):
+  return [tf.TensorSpec([None, length], tf.int32, "input_ids"),
+          tf.TensorSpec([None, length], tf.int32, "segment_ids"),
+          tf.TensorSpec([None, length], tf.float32, "input_mask")]
+
+
+def _text_export(path):
+  model = _Classifier()
+  tf.saved_model.save(model, path, signatures={
+      "serve_text": model.serve_text})
+
+
+def _features_export(path, length):
+  model = _Classifier()
+  fn = tf.function(model.features, input_signature=_features_spec(length))
+  tf.saved_model.save(model, path, signatures={"serving_default": fn})
+
+
+def _segments_export(path, n_layer=1, mem=4, d=2):
+  model = _Classifier()
+
+  @tf.function(input_signature=[tf.TensorSpec([], tf.int32, "batch_size")])
+  def initial_memory(batch_size):
+    return {"mems": tf.zeros([n_layer, batch_size, mem, d]),
+            "mems_mask": tf.ones([batch_size, mem])}
+
+  @tf.function(input_signature=_features_spec() + [
+      tf.TensorSpec([n_layer, None, mem, d], tf.float32, "mems"),
+      tf.TensorSpec([None, mem], tf.float32, "mems_mask")])
+  def serve_segment(input_ids, segment_ids, input_mask, mems, mems_mask):
+    out = model.features(input_ids, segment_ids, input_mask)
+    return {**out, "new_mems": mems + 1.0, "new_mems_mask": mems_mask * 0.0}
+
+  model.initial_memory, model.serve_segment = initial_memory, serve_segment
+  tf.saved_model.save(model, path, signatures={
+      "initial_memory": initial_memory, "serve_segment": serve_segment})
+
+
+def _features_npz(path, rows, length):
+  os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+  ids = np.zeros([rows, length], np.int32)
+  ids[:, -2:] = [4, 3]
+  mask = np.ones([rows, length], np.float32)
+  mask[:, -4:] = 0
+  seg = np.full([rows, length], 4, np.int32)
+  seg[:, -4:] = [0, 0, 0, 2]
+  np.savez(path, input_ids=ids, segment_ids=seg, input_mask=mask)
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory, shared):
+  """What the snippets name, as a user would have it."""
+  work = tmp_path_factory.mktemp("docs")
+  released = work / RELEASED
+  released.mkdir()
+  with open(released / "xlnet_config.json", "w") as f:
+    json.dump(TINY, f)
+  config = xt.XLNetConfig.from_json(str(released / "xlnet_config.json"))
+  lm = xt.XLNetPretrainer(xt.XLNetModel(config, xt.RunOptions()))
+  xt.save_original_checkpoint(lm, str(released / "xlnet_model.ckpt"))
+  shutil.copy(spiece_path(shared), released / "spiece.model")
+  pretrained.save_hf_weights(lm, str(work / "xlnet-base-cased"))
+  sst2 = work / "finetuned" / "sst-2" / "saved_model"
+  _text_export(str(sst2 / "text" / "4000"))
+  features = str(work / "features_for_tflite")
+  _features_export(features, 16)
+  os.makedirs(sst2 / "tflite" / "4000")
+  with open(sst2 / "tflite" / "4000" / "int8.tflite", "wb") as f:
+    f.write(convert_features_export(features, "int8"))
+  _segments_export(str(work / "finetuned" / "imdb" / "saved_model" /
+                       "features" / "4000"))
+  _features_npz(str(work / "out" / "demo" / "queries.npz"), 3, 16)
+  _features_npz(str(work / "document.npz"), 1, 2 * 128)
+  return work
+
+
+@pytest.mark.parametrize("doc,line,source", list(python_snippets()))
+def test_python_snippet_runs(doc, line, source, workdir, monkeypatch):
+  monkeypatch.chdir(workdir)
+  code = compile("\n" * (line - 1) + source, os.path.join(ROOT, doc), "exec")
+  with contextlib.redirect_stdout(io.StringIO()):
+    exec(code, {"__name__": "__doc_snippet__"})  # noqa: S102
+
+
+def test_snippets_call_signatures_the_exports_have():
+  """The snippets' `signatures["..."]` are names the real exports write."""
+  sources = ""
+  for path in glob.glob(os.path.join(ROOT, "xlnet_tf", "**", "*.py"),
+                        recursive=True):
+    with open(path, encoding="utf-8") as f:
+      sources += f.read()
+  called = {m for doc in DOCS for lang, _, body in blocks(read(doc))[0]
+            if lang == "python"
+            for m in re.findall(r"signatures\[\"(\w+)\"\]", body)}
+  assert called
+  assert not [name for name in called if f'"{name}"' not in sources]
