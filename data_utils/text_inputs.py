@@ -89,7 +89,12 @@ class InputSpec(NamedTuple):
 def script_spec(column: Optional[str], flag: str = "text_column"
                 ) -> InputSpec:
   """The spec of an entry script's `--input_file`: its format from the
-  file name, one text column set by `--{flag}`."""
+  file name, one text column set by `--{flag}`.
+
+  Example:
+    >>> script_spec("prefix", "context_column").flags
+    (None, 'context_column', None)
+  """
   return InputSpec("auto", column, None, (None, flag, None))
 
 
@@ -140,7 +145,8 @@ def check_spec(spec: InputSpec, first_file: str) -> None:
                      f"{', '.join(FORMATS)}")
   kind = file_format(first_file, spec.input_format)
   if kind in ("lines", "conll"):
-    for flag, value in zip(spec.flags[1:], spec[1:3]):
+    for flag, value in ((spec.flags[1], spec.text_column),
+                        (spec.flags[2], spec.text_b_column)):
       if value is not None:
         raise UsageError(f"--{flag}={value}: {first_file} is read as "
                          f"{kind}, which has no columns")

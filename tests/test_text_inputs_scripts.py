@@ -7,12 +7,16 @@ text (its output line n is its input's text n), a batch job's dead row."""
 
 import codecs
 import json
+import os
+import subprocess
 import sys
 import types
+import uuid
 
 import pytest
 
 from conftest import ROOT
+from object_stores import make_s3_bucket
 from data_utils.errors import UsageError, UserError
 from data_utils.lm import infill
 from data_utils.text_inputs import (DeadRow, InputSpec, check_spec,
@@ -197,3 +201,62 @@ def test_infill_reads_through_the_same_reader(tmp_path):
   bad = _write(tmp_path, "bad.jsonl", b'{"text": "a <mask>"}\nnot json\n')
   assert _refusal(infill.read_infill_file, bad, error=UserError) == (
       _batch_line(bad, None)) == f"{bad}:2: not JSON (Expecting value)"
+
+
+# Reads each file (argv: the local folder holding them, the folder to
+# read, then names and columns) both ways, in a fresh interpreter (s3fs
+# and gcsfs read their settings when imported); a bucket's files are
+# uploaded first.
+_BOTH_WAYS = """import json, sys
+from data_utils import paths
+from data_utils.errors import UserError
+from data_utils.text_inputs import (DeadRow, InputSpec, check_spec,
+                                    error_line, input_files, read_rows,
+                                    read_texts)
+source, folder, out = sys.argv[1], sys.argv[2], {}
+for name, column in zip(sys.argv[3::2], sys.argv[4::2]):
+  path, column = paths.join(folder, name), column or None
+  if folder != source:
+    paths.upload(paths.join(source, name), path)
+  try:
+    script = read_texts(path, column)
+  except UserError as e:
+    script = str(e)
+  spec = InputSpec("auto", column)
+  try:
+    check_spec(spec, input_files(path)[0])
+    batch = [r if isinstance(r, DeadRow) else r.fields["text"]
+             for r in read_rows(path, spec, empty_ok=True)]
+    dead = [r for r in batch if isinstance(r, DeadRow)]
+    batch = error_line(dead[0]) if dead else batch
+  except UserError as e:
+    batch = str(e)
+  out[name] = [script, batch]
+print(json.dumps(out).replace(folder, "FOLDER"))
+"""
+
+
+def _both_ways(source, folder, files, env=None):
+  argv = [a for name, column in files for a in (name, column or "")]
+  proc = subprocess.run([sys.executable, "-c", _BOTH_WAYS, source, folder,
+                         *argv], cwd=ROOT, env={**os.environ, **(env or {})},
+                        capture_output=True, text=True, timeout=240)
+  assert proc.returncode == 0, proc.stderr[-4000:]
+  return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_a_bucket_file_reads_as_the_same_file_on_disk(s3_server, tmp_path):
+  """Both readers open files through data_utils.paths: on s3:// the same
+  rows and the same error lines as on a local disk."""
+  files = {**GOOD, **{name: case[:2] for name, case in BAD.items()}}
+  for name, (_, data) in files.items():
+    _write(tmp_path, name, data)
+  pairs = [(name, column) for name, (column, _) in files.items()]
+  local = _both_ways(str(tmp_path), str(tmp_path), pairs)
+  assert all(script == batch for script, batch in local.values()), local
+  assert local["utf8.txt"][0] == ("FOLDER/utf8.txt:2: not UTF-8 text (byte "
+                                  "0xff at column 5)")
+  bucket = f"texts-{uuid.uuid4().hex[:10]}"
+  make_s3_bucket(s3_server, bucket)
+  assert _both_ways(str(tmp_path), f"s3://{bucket}", pairs,
+                    s3_server.env) == local
