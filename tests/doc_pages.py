@@ -17,6 +17,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = ["README.md", "CHANGELOG.md"] + sorted(
     os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docs",
                                                              "*.md")))
+# Read for its links and commands too; its dated figures are history.
+BENCHMARKS = "benchmarks/README.md"
 PROJECT = ("xlnet_tf", "data_utils")
 FENCE = re.compile(r"^( *)```(\S*)\s*$")
 SHELL = ("bash", "sh", "shell", "console", "")

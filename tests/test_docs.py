@@ -33,9 +33,9 @@ import tensorflow as tf
 
 import xlnet_tf as xt
 from conftest import spiece_path
-from doc_pages import (DOCS, PROJECT, ROOT, anchors, blocks, code_spans,
-                       command_problems, commands, commands_in, links, read,
-                       resolves, slug)
+from doc_pages import (BENCHMARKS, DOCS, PROJECT, ROOT, anchors, blocks,
+                       code_spans, command_problems, commands, commands_in,
+                       links, read, resolves, slug)
 from entry_points import ENTRY_POINTS, entry_of
 from xlnet_tf import pretrained
 from xlnet_tf.export.tflite import convert_features_export
@@ -50,7 +50,7 @@ def test_slug_follows_github():
   assert slug("Where do I ...") == "where-do-i-"
 
 
-@pytest.mark.parametrize("doc", DOCS)
+@pytest.mark.parametrize("doc", DOCS + [BENCHMARKS])
 def test_links_resolve(doc):
   bad = []
   for number, target in links(doc):
@@ -88,7 +88,7 @@ def test_commands_parse_as_a_user_types_them():
                     "--input=a b", "--export_dir=$X"]]
 
 
-@pytest.mark.parametrize("doc", DOCS)
+@pytest.mark.parametrize("doc", DOCS + [BENCHMARKS])
 def test_commands_name_entries_and_their_flags(doc):
   bad = command_problems(doc, read(doc))
   assert not bad, "\n".join(bad)
@@ -126,6 +126,7 @@ def test_docs_run_every_entry_point():
 SOURCE_DIRS = ("", "xlnet_tf", "data_utils", "xlnet_tf/tasks")
 
 
+# benchmarks/README.md names files as they were at a dated commit: history.
 @pytest.mark.parametrize("doc", DOCS)
 def test_names_and_paths_exist(doc):
   bad = []
@@ -306,3 +307,18 @@ def test_snippets_call_signatures_the_exports_have():
             for m in re.findall(r"signatures\[\"(\w+)\"\]", body)}
   assert called
   assert not [name for name in called if f'"{name}"' not in sources]
+
+
+def test_model_kinds_are_the_package_s():
+  """The kinds the conversion page lists and its commands pass to
+  `--model` are `pretrained.model_kinds()`, no more and no fewer."""
+  kinds = set(pretrained.model_kinds())
+  text = read("docs/conversion.md")
+  sentence = text[text.index("A model kind"):]
+  sentence = sentence[:sentence.index("\n-")]
+  assert set(re.findall(r"`(\w+)`", sentence)) == kinds
+  used = {word.split("=", 1)[1] for doc in DOCS for _, words in commands(doc)
+          for entry in [entry_of(words)] if entry and
+          entry[0] == "xlnet_tf.convert" for word in entry[1]
+          if word.startswith("--model=")}
+  assert used and used <= kinds, used - kinds
