@@ -21,7 +21,7 @@ import json
 from typing import Iterator, List, Sequence
 
 from data_utils.ner.reader import DOCSTART, NerData
-from data_utils.ner.text import entity_spans
+from data_utils.ner.text import entity_spans, joined_words
 
 
 def conll_lines(data: NerData, predicted: Sequence[Sequence[str]],
@@ -49,11 +49,7 @@ def jsonl_rows(data: NerData, predicted: Sequence[Sequence[str]],
   """The JSONL lines of the predictions (see the module docstring)."""
   rows = []
   for k, (sentence, tags) in enumerate(zip(data.sentences, predicted)):
-    text = " ".join(sentence.words)
-    offsets, start = [], 0
-    for word in sentence.words:
-      offsets.append((start, start + len(word)))
-      start += len(word) + 1
+    text, offsets = joined_words(sentence.words)
     row = {"document": sentence.document, "sentence": k,
            "line": sentence.line, "text": text, "tokens": sentence.words,
            "tags": list(tags)}

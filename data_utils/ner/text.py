@@ -27,6 +27,22 @@ def words_with_offsets(text: str) -> Tuple[List[str], List[Tuple[int, int]]]:
   return [w for w, _ in found], [span for _, span in found]
 
 
+def joined_words(words: Sequence[str]) -> Tuple[str, List[Tuple[int, int]]]:
+  """`(text, [(start, end)])`: a CoNLL sentence's words joined by single
+  spaces, and where each word is in that text (as `words_with_offsets`
+  finds them there).
+
+  Example:
+    >>> joined_words(["EU", "rejects"])
+    ('EU rejects', [(0, 2), (3, 10)])
+  """
+  offsets, start = [], 0
+  for word in words:
+    offsets.append((start, start + len(word)))
+    start += len(word) + 1
+  return " ".join(words), offsets
+
+
 def entity_spans(text: str, offsets: Sequence[Tuple[int, int]],
                  tags: Sequence[str]) -> List[dict]:
   """The entities of per-word `tags` (any scheme, read as conlleval) as
