@@ -28,38 +28,45 @@ from absl import flags
 from data_utils.classification.reader import GenericSpec
 from data_utils.errors import run_app
 from xlnet_tf import cli
+# Regression too: one workflow.
+from xlnet_tf.tasks.classification.spec import CLASSIFICATION as TASK
 from xlnet_tf.tasks.classification.workflow import check_segment_options
-from xlnet_tf.tasks.registry import task_spec
-
-TASK = task_spec("classification")  # regression too: one workflow
 
 FLAGS = flags.FLAGS
-cli.define_finetune_flags({})
-flags.DEFINE_float("predict_threshold", 0.0,
-                   "Binary tasks: class 1 when p(1) > threshold (0 = argmax).")
-flags.DEFINE_string("cls_scope", None, "Classifier scope (default task name).")
-flags.DEFINE_bool("is_regression", False, "Regression task.")
-# Long documents: segments read in order with memory.
-flags.DEFINE_integer("max_segments", 1,
-                     "Segments of max_seq_length tokens per text (1 = one "
-                     "window, as the original).")
-flags.DEFINE_integer("mem_len", 0,
-                     "Tokens of memory carried from segment to segment "
-                     "(required > 0 with max_segments > 1).")
-flags.DEFINE_integer("bptt_segments", 1,
-                     "Back-propagate through the last this many segments "
-                     "(1 = the memory is a stop-gradient).")
-flags.DEFINE_bool("keep_end", False,
-                  "Texts longer than max_segments segments keep their end "
-                  "(default: their beginning).")
-# Your own data (task_name=generic).
-flags.DEFINE_integer("text_a_column", 0, "generic: text column.")
-flags.DEFINE_integer("text_b_column", None, "generic: second text column.")
-flags.DEFINE_integer("label_column", 1, "generic: label column.")
-flags.DEFINE_list("label_list", None, "generic: the labels, in order.")
-flags.DEFINE_bool("has_header", True, "generic: first row is a header.")
-flags.DEFINE_enum("delimiter", "tab", ["tab", "comma"], "generic: separator.")
-flags.mark_flags_as_required(["task_name"] + cli.REQUIRED)
+
+
+def define_flags() -> None:
+  """run_classifier.py's flags: the shared fine-tuning ones, then its own."""
+  cli.define_finetune_flags({})
+  flags.DEFINE_float("predict_threshold", 0.0,
+                     "Binary tasks: class 1 when p(1) > threshold "
+                     "(0 = argmax).")
+  flags.DEFINE_string("cls_scope", None,
+                      "Classifier scope (default task name).")
+  flags.DEFINE_bool("is_regression", False, "Regression task.")
+  # Long documents: segments read in order with memory.
+  flags.DEFINE_integer("max_segments", 1,
+                       "Segments of max_seq_length tokens per text (1 = one "
+                       "window, as the original).")
+  flags.DEFINE_integer("mem_len", 0,
+                       "Tokens of memory carried from segment to segment "
+                       "(required > 0 with max_segments > 1).")
+  flags.DEFINE_integer("bptt_segments", 1,
+                       "Back-propagate through the last this many segments "
+                       "(1 = the memory is a stop-gradient).")
+  flags.DEFINE_bool("keep_end", False,
+                    "Texts longer than max_segments segments keep their end "
+                    "(default: their beginning).")
+  # Your own data (task_name=generic).
+  flags.DEFINE_integer("text_a_column", 0, "generic: text column.")
+  flags.DEFINE_integer("text_b_column", None,
+                       "generic: second text column.")
+  flags.DEFINE_integer("label_column", 1, "generic: label column.")
+  flags.DEFINE_list("label_list", None, "generic: the labels, in order.")
+  flags.DEFINE_bool("has_header", True, "generic: first row is a header.")
+  flags.DEFINE_enum("delimiter", "tab", ["tab", "comma"],
+                    "generic: separator.")
+  flags.mark_flags_as_required(["task_name"] + cli.REQUIRED)
 
 
 def _options():
@@ -87,4 +94,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  define_flags()
   run_app("run_classifier", main)

@@ -25,8 +25,8 @@ from absl import flags
 from data_utils.errors import UsageError, check_positive, run_app, run_main
 from data_utils.lm.embedding_files import (EmbeddingWriter, output_files,
                                            text_pieces)
-from data_utils.lm.texts import read_texts
 from data_utils.progress import Progress
+from data_utils.text_inputs import read_texts
 from xlnet_tf.tasks.language_model.embeddings import (POOLINGS, Embedder, check_attn_summary,
                                        embed_pieces, layer_indices,
                                        load_attn_summary)
@@ -36,18 +36,22 @@ from xlnet_tf.tasks.language_model.workflow import (check_lm_flags, check_lm_mod
                                    machine_memory)
 
 FLAGS = flags.FLAGS
-define_lm_flags(batch_size=8)
-flags.DEFINE_string("output_file", None, "name.jsonl (+ .npy arrays beside) "
-                    "or name.tfrecord.")
-flags.DEFINE_list("layers", ["-1"], "Layers whose states are written: 0 the "
-                  "embeddings, n_layer (or -1) the last.")
-flags.DEFINE_list("pooling", ["masked_mean"],
-                  f"Pooled vectors to write: any of {', '.join(POOLINGS)}.")
-flags.DEFINE_integer("max_seq_length", 128, "The window: pieces + 2.")
-flags.DEFINE_integer("mem_len", None, "Memory between windows of a long text "
-                     "(default: max_seq_length).")
-flags.DEFINE_bool("piece_vectors", True, "Write per-piece vectors (else "
-                  "pooled vectors only).")
+
+
+def define_flags() -> None:
+  """run_embed.py's flags: the language-model ones, then its own."""
+  define_lm_flags(batch_size=8)
+  flags.DEFINE_string("output_file", None, "name.jsonl (+ .npy arrays beside) "
+                      "or name.tfrecord.")
+  flags.DEFINE_list("layers", ["-1"], "Layers whose states are written: 0 the "
+                    "embeddings, n_layer (or -1) the last.")
+  flags.DEFINE_list("pooling", ["masked_mean"],
+                    f"Pooled vectors to write: any of {', '.join(POOLINGS)}.")
+  flags.DEFINE_integer("max_seq_length", 128, "The window: pieces + 2.")
+  flags.DEFINE_integer("mem_len", None, "Memory between windows of a long text "
+                       "(default: max_seq_length).")
+  flags.DEFINE_bool("piece_vectors", True, "Write per-piece vectors (else "
+                    "pooled vectors only).")
 
 
 def _settings(f):
@@ -120,4 +124,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  define_flags()
   run_app("run_embed", main)

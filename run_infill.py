@@ -24,19 +24,13 @@ from absl import flags
 from data_utils.errors import UsageError, run_app, run_main
 from data_utils.lm import infill
 from data_utils.progress import Progress
-from xlnet_tf.tasks.language_model import infilling
-from xlnet_tf.tasks.language_model import scoring
-from xlnet_tf.tasks.language_model.workflow import (check_row_flags,
-                                                    define_lm_flags,
-                                                    define_row_flags,
-                                                    load_from_flags,
-                                                    write_jsonl)
+from xlnet_tf.tasks.language_model import infilling, scoring, workflow
 
 
 def define_flags() -> None:
-  """The script's flags (defined when run as a script, so that tests can
-  import this module and call `infill_main` with any flag object)."""
-  define_lm_flags(batch_size=8)
+  """run_infill.py's flags: the row scripts' (`define_row_flags`), then
+  the text, its holes and how they are filled."""
+  workflow.define_row_flags("Longest row (text + 2 markers) in pieces.")
   flags.DEFINE_string("text", None, "One text to fill (instead of "
                       "--input_file), with <mask> markers or --spans.")
   flags.DEFINE_string("spans", None, "Character spans of --text to fill: "
@@ -54,7 +48,6 @@ def define_flags() -> None:
                      "holding this much probability (1 = all).")
   flags.DEFINE_integer("seed", 0, "Sampling seed (text i draws from a "
                        "generator seeded with seed + i).")
-  define_row_flags("Longest row (text + 2 markers) in pieces.")
 
 
 def check_infill_flags(f):
@@ -83,13 +76,13 @@ def _items(f):
 
 
 def infill_main(f) -> int:
-  tokenizer = check_row_flags(f, check_infill_flags).tokenizer
+  tokenizer = workflow.check_row_flags(f, check_infill_flags).tokenizer
   items, where = _items(f)
   # Tokenize and check every row before the model is loaded.
   encoded = [infill.encode(tokenizer, item) for item in items]
   scoring.check_lengths([ids for ids, _ in encoded], None, f.max_seq_length,
                         where)
-  lm, tokenizer = load_from_flags(f)
+  lm, tokenizer = workflow.load_from_flags(f)
   progress = Progress("infilling", unit="pieces", total=sum(
       len(p) for _, holes in encoded for p in holes))
   filler = infilling.Infiller(lm, f.batch_size)
@@ -101,7 +94,7 @@ def infill_main(f) -> int:
   progress.finish()
   rows = [infilling.describe(tokenizer, item, holes, result)
           for item, (_, holes), result in zip(items, encoded, results)]
-  write_jsonl(rows, f.output_file)
+  workflow.write_jsonl(rows, f.output_file)
   if f.output_file:
     print(f"{len(rows)} texts filled -> {f.output_file}")
   return 0

@@ -25,31 +25,35 @@ from absl import flags
 from data_utils.errors import run_app
 from data_utils.ner.schemes import SCHEMES
 from xlnet_tf import cli
-from xlnet_tf.tasks.registry import task_spec
+from xlnet_tf.tasks.token_classification.spec import SPEC as TASK
 
-TASK = task_spec("token_classification")
 
 FLAGS = flags.FLAGS
-cli.define_finetune_flags({"task_name": "ner", "learning_rate": 3e-5,
-                           "train_batch_size": 16})
-flags.DEFINE_string("train_file", None,
-                    "Training file (CoNLL layout, or .jsonl); default: the "
-                    "train split's file in --data_dir.")
-flags.DEFINE_string("eval_file", None, "Evaluation file (default: the "
-                    "eval split's file in --data_dir, eng.testa for dev).")
-flags.DEFINE_string("predict_file", None, "File to predict (default: the "
-                    "test split's file in --data_dir).")
-flags.DEFINE_integer("doc_stride", 64, "Pieces between the starts of the "
-                     "windows of a sentence longer than max_seq_length - 2.")
-flags.DEFINE_bool("label_all_pieces", False, "Train on every piece of a word "
-                  "(B- becomes I- after the first), not only the first.")
-flags.DEFINE_bool("document_context", False, "Read each sentence after as "
-                  "many preceding words of its document as fit the window.")
-flags.DEFINE_list("label_list", None, "The entity types or tags (default: "
-                  "those of the training file).")
-flags.DEFINE_enum("tag_scheme", None, list(SCHEMES),
-                  "The files' tag scheme (default: found from the tags).")
-flags.mark_flags_as_required([n for n in cli.REQUIRED if n != "data_dir"])
+
+
+def define_flags() -> None:
+  """run_ner.py's flags: the shared fine-tuning ones with NER's defaults,
+  then its own."""
+  cli.define_finetune_flags({"task_name": "ner", "learning_rate": 3e-5,
+                             "train_batch_size": 16})
+  flags.DEFINE_string("train_file", None,
+                      "Training file (CoNLL layout, or .jsonl); default: the "
+                      "train split's file in --data_dir.")
+  flags.DEFINE_string("eval_file", None, "Evaluation file (default: the "
+                      "eval split's file in --data_dir, eng.testa for dev).")
+  flags.DEFINE_string("predict_file", None, "File to predict (default: the "
+                      "test split's file in --data_dir).")
+  flags.DEFINE_integer("doc_stride", 64, "Pieces between the starts of the "
+                       "windows of a sentence longer than max_seq_length - 2.")
+  flags.DEFINE_bool("label_all_pieces", False, "Train on every piece of a word "
+                    "(B- becomes I- after the first), not only the first.")
+  flags.DEFINE_bool("document_context", False, "Read each sentence after as "
+                    "many preceding words of its document as fit the window.")
+  flags.DEFINE_list("label_list", None, "The entity types or tags (default: "
+                    "those of the training file).")
+  flags.DEFINE_enum("tag_scheme", None, list(SCHEMES),
+                    "The files' tag scheme (default: found from the tags).")
+  flags.mark_flags_as_required([n for n in cli.REQUIRED if n != "data_dir"])
 
 
 def _options():
@@ -69,4 +73,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  define_flags()
   run_app("run_ner", main)

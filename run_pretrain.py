@@ -25,7 +25,9 @@ from data_utils.errors import (UsageError, UserError, check_positive,
                                run_app, run_main)
 from data_utils import paths
 from data_utils.path_checks import check_store, check_writable_dir, tf_path
-from data_utils.pretraining.examples import PretrainDataConfig
+from data_utils.pretraining.examples import (PERM_SIZE_FLAG_DEFAULT,
+                                             PretrainDataConfig,
+                                             flag_perm_size)
 from data_utils.pretraining.reader import (check_record_files,
                                            load_record_infos,
                                            pretrain_dataset, read_record_info)
@@ -40,58 +42,64 @@ from xlnet_tf.training import (TrainOptions, Trainer, num_workers, split_cpu,
 
 FLAGS = flags.FLAGS
 
-# Data.
-flags.DEFINE_string("record_info_dir", None,
-                    "Directory (or comma list) with record_info-*.json.")
-flags.DEFINE_string("split", "train", "Records' split.")
-flags.DEFINE_integer("num_passes", None, "Use only passes < num_passes.")
-flags.DEFINE_integer("train_batch_size", 16, "Batch size per host.")
-flags.DEFINE_integer("seq_len", None, "Sequence length.")
-flags.DEFINE_integer("reuse_len", None, "Tokens reused as memory next step.")
-flags.DEFINE_integer("perm_size", 0, "Permutation block size (records').")
-flags.DEFINE_bool("bi_data", True, "Records hold reversed streams too.")
-flags.DEFINE_integer("mask_alpha", 6, "Records' span context size.")
-flags.DEFINE_integer("mask_beta", 1, "Records' tokens per span group.")
-flags.DEFINE_integer("num_predict", None, "Predictions per example.")
-flags.DEFINE_bool("uncased", False, "Records were lower-cased.")
-flags.DEFINE_integer("seed", 0,
-                     "Seeds the initial weights (without --init_checkpoint), "
-                     "dropout and the file-order shuffling: the same command "
-                     "gives the same run.")
-# Model.
-flags.DEFINE_integer("n_token", 32000, "Vocabulary size.")
-flags.DEFINE_integer("mem_len", 0, "Memory length.")
-flags.DEFINE_bool("same_length", False, "Same length attention.")
-flags.DEFINE_integer("clamp_len", -1, "Clamp relative distances.")
-flags.DEFINE_integer("n_layer", 6, "Layers.")
-flags.DEFINE_integer("d_model", 32, "Model size.")
-flags.DEFINE_integer("d_embed", None, "Embedding size (must equal d_model).")
-flags.DEFINE_integer("n_head", 4, "Attention heads.")
-flags.DEFINE_integer("d_head", 8, "Head size.")
-flags.DEFINE_integer("d_inner", 32, "FFN inner size.")
-flags.DEFINE_enum("ff_activation", "relu", ["relu", "gelu"], "FFN activation.")
-flags.DEFINE_bool("untie_r", False, "Untie attention biases across layers.")
-flags.DEFINE_float("dropout", 0.0, "Dropout.")
-flags.DEFINE_float("dropatt", 0.0, "Attention dropout.")
-# Optimization and loop.
-flags.DEFINE_string("model_dir", None, "Checkpoints and summaries.")
-flags.DEFINE_string("init_checkpoint", None,
-                    "Start from this checkpoint (original or native layout).")
-flags.DEFINE_float("learning_rate", 1e-4, "Peak learning rate.")
-flags.DEFINE_integer("warmup_steps", 0, "Linear warm-up steps.")
-flags.DEFINE_integer("train_steps", 100000, "Total steps.")
-flags.DEFINE_float("min_lr_ratio", 0.001, "Final / peak learning rate.")
-flags.DEFINE_float("weight_decay", 0.0, "AdamW weight decay.")
-flags.DEFINE_float("adam_epsilon", 1e-8, "Adam epsilon.")
-flags.DEFINE_float("clip", 1.0, "Global-norm gradient clipping.")
-flags.DEFINE_integer("iterations", 100, "Steps per loop and log line.")
-flags.DEFINE_integer("save_steps", None, "Checkpoint every this many steps.")
-flags.DEFINE_integer("max_save", 5, "Checkpoints kept.")
-define_performance_flags("Consecutive segments of the streams whose "
-                         "gradients make one optimizer step.")
 
-flags.mark_flags_as_required(["record_info_dir", "model_dir", "seq_len",
-                              "reuse_len", "num_predict"])
+def define_flags() -> None:
+  """run_pretrain.py's flags: the original's `train.py` ones and the
+  shared performance ones."""
+  # Data.
+  flags.DEFINE_string("record_info_dir", None,
+                      "Directory (or comma list) with record_info-*.json.")
+  flags.DEFINE_string("split", "train", "Records' split.")
+  flags.DEFINE_integer("num_passes", None, "Use only passes < num_passes.")
+  flags.DEFINE_integer("train_batch_size", 16, "Batch size per host.")
+  flags.DEFINE_integer("seq_len", None, "Sequence length.")
+  flags.DEFINE_integer("reuse_len", None, "Tokens reused as memory next step.")
+  flags.DEFINE_integer("perm_size", PERM_SIZE_FLAG_DEFAULT,
+                       "Permutation block size (records').")
+  flags.DEFINE_bool("bi_data", True, "Records hold reversed streams too.")
+  flags.DEFINE_integer("mask_alpha", 6, "Records' span context size.")
+  flags.DEFINE_integer("mask_beta", 1, "Records' tokens per span group.")
+  flags.DEFINE_integer("num_predict", None, "Predictions per example.")
+  flags.DEFINE_bool("uncased", False, "Records were lower-cased.")
+  flags.DEFINE_integer("seed", 0,
+                       "Seeds the initial weights (without --init_checkpoint), "
+                       "dropout and the file-order shuffling: the same command "
+                       "gives the same run.")
+  # Model.
+  flags.DEFINE_integer("n_token", 32000, "Vocabulary size.")
+  flags.DEFINE_integer("mem_len", 0, "Memory length.")
+  flags.DEFINE_bool("same_length", False, "Same length attention.")
+  flags.DEFINE_integer("clamp_len", -1, "Clamp relative distances.")
+  flags.DEFINE_integer("n_layer", 6, "Layers.")
+  flags.DEFINE_integer("d_model", 32, "Model size.")
+  flags.DEFINE_integer("d_embed", None, "Embedding size (must equal d_model).")
+  flags.DEFINE_integer("n_head", 4, "Attention heads.")
+  flags.DEFINE_integer("d_head", 8, "Head size.")
+  flags.DEFINE_integer("d_inner", 32, "FFN inner size.")
+  flags.DEFINE_enum("ff_activation", "relu", ["relu", "gelu"],
+                    "FFN activation.")
+  flags.DEFINE_bool("untie_r", False, "Untie attention biases across layers.")
+  flags.DEFINE_float("dropout", 0.0, "Dropout.")
+  flags.DEFINE_float("dropatt", 0.0, "Attention dropout.")
+  # Optimization and loop.
+  flags.DEFINE_string("model_dir", None, "Checkpoints and summaries.")
+  flags.DEFINE_string("init_checkpoint", None,
+                      "Start from this checkpoint (original or native layout).")
+  flags.DEFINE_float("learning_rate", 1e-4, "Peak learning rate.")
+  flags.DEFINE_integer("warmup_steps", 0, "Linear warm-up steps.")
+  flags.DEFINE_integer("train_steps", 100000, "Total steps.")
+  flags.DEFINE_float("min_lr_ratio", 0.001, "Final / peak learning rate.")
+  flags.DEFINE_float("weight_decay", 0.0, "AdamW weight decay.")
+  flags.DEFINE_float("adam_epsilon", 1e-8, "Adam epsilon.")
+  flags.DEFINE_float("clip", 1.0, "Global-norm gradient clipping.")
+  flags.DEFINE_integer("iterations", 100, "Steps per loop and log line.")
+  flags.DEFINE_integer("save_steps", None, "Checkpoint every this many steps.")
+  flags.DEFINE_integer("max_save", 5, "Checkpoints kept.")
+  define_performance_flags("Consecutive segments of the streams whose "
+                           "gradients make one optimizer step.")
+
+  flags.mark_flags_as_required(["record_info_dir", "model_dir", "seq_len",
+                                "reuse_len", "num_predict"])
 
 
 def main(argv):
@@ -284,7 +292,8 @@ def _pretrain(f) -> int:
       seq_len=f.seq_len, reuse_len=f.reuse_len,
       bsz_per_host=f.train_batch_size, num_core_per_host=replicas_per_host,
       bi_data=f.bi_data, mask_alpha=f.mask_alpha, mask_beta=f.mask_beta,
-      num_predict=f.num_predict, perm_size=f.perm_size or f.reuse_len,
+      num_predict=f.num_predict,
+      perm_size=flag_perm_size(f.perm_size, f.reuse_len),
       uncased=f.uncased)
   expected = {k: v for k, v in data_cfg.to_dict().items()
               if k not in ("use_eod", "max_gram", "original_ngram_count")}
@@ -319,4 +328,5 @@ def _pretrain(f) -> int:
 
 
 if __name__ == "__main__":
+  define_flags()
   run_app("run_pretrain", main)

@@ -18,22 +18,26 @@ from absl import flags
 
 from data_utils.errors import run_app
 from xlnet_tf import cli
-from xlnet_tf.tasks.registry import task_spec
+from xlnet_tf.tasks.multiple_choice.spec import SPEC as TASK
 
-TASK = task_spec("multiple_choice")
 
 FLAGS = flags.FLAGS
-cli.define_finetune_flags(dict(task_name="race", max_seq_length=512,
-                               train_steps=12000, learning_rate=2e-5,
-                               adam_epsilon=1e-6))
-flags.DEFINE_integer("max_qa_length", 128,
-                     "Tokens kept (the last ones) of question + option.")
-flags.DEFINE_bool("high_only", False, "High-school passages only.")
-flags.DEFINE_bool("middle_only", False, "Middle-school passages only.")
-flags.DEFINE_bool("original_context_aliasing", False,
-                  "Reproduce the original's bug: short contexts carry the "
-                  "earlier options' tokens into later options (issue #204).")
-flags.mark_flags_as_required(cli.REQUIRED)
+
+
+def define_flags() -> None:
+  """run_race.py's flags: the shared fine-tuning ones with RACE's defaults,
+  then its own."""
+  cli.define_finetune_flags(dict(task_name="race", max_seq_length=512,
+                                 train_steps=12000, learning_rate=2e-5,
+                                 adam_epsilon=1e-6))
+  flags.DEFINE_integer("max_qa_length", 128,
+                       "Tokens kept (the last ones) of question + option.")
+  flags.DEFINE_bool("high_only", False, "High-school passages only.")
+  flags.DEFINE_bool("middle_only", False, "Middle-school passages only.")
+  flags.DEFINE_bool("original_context_aliasing", False,
+                    "Reproduce the original's bug: short contexts carry the "
+                    "earlier options' tokens into later options (issue #204).")
+  flags.mark_flags_as_required(cli.REQUIRED)
 
 
 def _options():
@@ -50,4 +54,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  define_flags()
   run_app("run_race", main)

@@ -21,20 +21,16 @@ import math
 from absl import flags, logging
 
 from data_utils.errors import UsageError, run_app, run_main
-from data_utils.lm.texts import read_texts
 from data_utils.progress import Progress
-from xlnet_tf.tasks.language_model import scoring
-from xlnet_tf.tasks.language_model.workflow import (check_row_flags,
-                                                    define_lm_flags,
-                                                    define_row_flags,
-                                                    load_from_flags,
-                                                    write_jsonl)
+from data_utils.text_inputs import read_texts
+from xlnet_tf.tasks.language_model import scoring, workflow
 
 
 def define_flags() -> None:
-  """The script's flags (defined when run as a script, so that tests can
-  import this module and call `score_main` with any flag object)."""
-  define_lm_flags(batch_size=8)
+  """run_score.py's flags: the row scripts' (`define_row_flags`), then
+  the texts, their contexts and the order."""
+  workflow.define_row_flags("Longest row (context + text + 2 markers) in "
+                            "pieces.")
   flags.DEFINE_multi_string("text", None, "A text to score (repeatable; "
                             "instead of --input_file).")
   flags.DEFINE_string("context_column", None,
@@ -43,7 +39,6 @@ def define_flags() -> None:
   flags.DEFINE_string("order", "l2r", "l2r: left to right, a true "
                       "log p(text); pll: each piece given all the others "
                       "(one row per piece).")
-  define_row_flags("Longest row (context + text + 2 markers) in pieces.")
 
 
 def check_score_flags(f):
@@ -62,19 +57,19 @@ def _inputs(f):
   texts = read_texts(f.input_file, f.text_column)
   contexts = None
   if f.context_column:
-    contexts = read_texts(f.input_file, f.context_column)
+    contexts = read_texts(f.input_file, f.context_column, "context_column")
   return texts, contexts, f"--input_file={f.input_file}: text"
 
 
 def score_main(f) -> int:
-  tokenizer = check_row_flags(f, check_score_flags).tokenizer
+  tokenizer = workflow.check_row_flags(f, check_score_flags).tokenizer
   texts, contexts, where = _inputs(f)
   # Tokenize and check every row before the model is loaded.
   text_ids = [tokenizer.encode_ids(t) for t in texts]
   context_ids = ([tokenizer.encode_ids(c) for c in contexts]
                  if contexts is not None else None)
   scoring.check_lengths(text_ids, context_ids, f.max_seq_length, where)
-  lm, tokenizer = load_from_flags(f)
+  lm, tokenizer = workflow.load_from_flags(f)
   progress = Progress("scoring", total=sum(len(t) for t in text_ids),
                       unit="pieces")
   scorer = scoring.TextScorer(lm, f.batch_size)
@@ -93,7 +88,7 @@ def score_main(f) -> int:
         "ids": result["ids"],
         "log_probs": [float(x) for x in result["log_probs"]],
         **summary})
-  write_jsonl(rows, f.output_file)
+  workflow.write_jsonl(rows, f.output_file)
   mean = total / count if count else None
   report = {"texts": len(texts), "pieces": count, "order": f.order,
             "mean_log_prob": mean,

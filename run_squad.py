@@ -32,45 +32,50 @@ from absl import flags
 from data_utils.errors import run_app
 from data_utils.path_checks import check_store
 from xlnet_tf import cli
-from xlnet_tf.tasks.registry import task_spec
+from xlnet_tf.tasks.squad.spec import SPEC as TASK
 
-TASK = task_spec("squad")
 
 FLAGS = flags.FLAGS
-cli.define_finetune_flags(dict(task_name="squad", max_seq_length=512,
-                               train_steps=8000, learning_rate=3e-5,
-                               train_batch_size=48, adam_epsilon=1e-6))
-FLAGS.set_default("lr_layer_decay_rate", 0.75)
-# Preprocessing.
-flags.DEFINE_bool("do_prepro", False, "Only build the training records.")
-flags.DEFINE_integer("num_proc", 1, "Preprocessing processes.")
-# Data.
-flags.DEFINE_string("train_file", None, "SQuAD JSON to train on.")
-flags.DEFINE_string("predict_file", None, "SQuAD JSON to evaluate / answer.")
-flags.DEFINE_integer("max_query_length", 64, "Question pieces kept.")
-flags.DEFINE_integer("doc_stride", 128, "Pieces between window starts.")
-flags.DEFINE_integer("max_answer_length", 64, "Longest answer, in pieces.")
-# Prediction.
-flags.DEFINE_integer("n_best_size", 5, "Answers kept per question.")
-flags.DEFINE_integer("start_n_top", 5, "Beam size for span starts.")
-flags.DEFINE_integer("end_n_top", 5, "Beam size for span ends.")
-flags.DEFINE_string("target_eval_key", "best_f1",
-                    "Metric that picks the best checkpoint (has_ans_f1 for "
-                    "the original's Model I).")
-# The original's behaviour.
-flags.DEFINE_bool("original_off_by_one", False,
-                  "Reproduce the original's bug: drop answer spans that "
-                  "touch a window's last paragraph piece.")
-flags.DEFINE_bool("original_piece_snapping", False,
-                  "Reproduce the original's bug: keep the SentencePiece pieces "
-                  "whole, so an answer inside a piece (\"8\" of \"18\") "
-                  "snaps to the whole piece. By default pieces are split "
-                  "where the character class changes and between digits.")
-flags.DEFINE_bool("split_digits", True,
-                  "With the piece split: also cut numbers into single "
-                  "digits (--nosplit_digits keeps numbers whole).")
-flags.mark_flags_as_required(["model_config_path", "spiece_model_file",
-                              "output_dir", "model_dir"])
+
+
+def define_flags() -> None:
+  """run_squad.py's flags: the shared fine-tuning ones with SQuAD's
+  defaults, then its own."""
+  cli.define_finetune_flags(dict(task_name="squad", max_seq_length=512,
+                                 train_steps=8000, learning_rate=3e-5,
+                                 train_batch_size=48, adam_epsilon=1e-6))
+  FLAGS.set_default("lr_layer_decay_rate", 0.75)
+  # Preprocessing.
+  flags.DEFINE_bool("do_prepro", False, "Only build the training records.")
+  flags.DEFINE_integer("num_proc", 1, "Preprocessing processes.")
+  # Data.
+  flags.DEFINE_string("train_file", None, "SQuAD JSON to train on.")
+  flags.DEFINE_string("predict_file", None, "SQuAD JSON to evaluate / answer.")
+  flags.DEFINE_integer("max_query_length", 64, "Question pieces kept.")
+  flags.DEFINE_integer("doc_stride", 128, "Pieces between window starts.")
+  flags.DEFINE_integer("max_answer_length", 64, "Longest answer, in pieces.")
+  # Prediction.
+  flags.DEFINE_integer("n_best_size", 5, "Answers kept per question.")
+  flags.DEFINE_integer("start_n_top", 5, "Beam size for span starts.")
+  flags.DEFINE_integer("end_n_top", 5, "Beam size for span ends.")
+  flags.DEFINE_string("target_eval_key", "best_f1",
+                      "Metric that picks the best checkpoint (has_ans_f1 for "
+                      "the original's Model I).")
+  # The original's behaviour.
+  flags.DEFINE_bool("original_off_by_one", False,
+                    "Reproduce the original's bug: drop answer spans that "
+                    "touch a window's last paragraph piece.")
+  flags.DEFINE_bool("original_piece_snapping", False,
+                    "Reproduce the original's bug: keep the SentencePiece "
+                    "pieces whole, so an answer inside a piece (\"8\" of "
+                    "\"18\") "
+                    "snaps to the whole piece. By default pieces are split "
+                    "where the character class changes and between digits.")
+  flags.DEFINE_bool("split_digits", True,
+                    "With the piece split: also cut numbers into single "
+                    "digits (--nosplit_digits keeps numbers whole).")
+  flags.mark_flags_as_required(["model_config_path", "spiece_model_file",
+                                "output_dir", "model_dir"])
 
 
 def _options():
@@ -103,4 +108,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  define_flags()
   run_app("run_squad", main)

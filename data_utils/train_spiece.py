@@ -109,7 +109,8 @@ def main(argv):
   return run_main("train_spiece", body)
 
 
-if __name__ == "__main__":
+def define_flags() -> None:
+  """`python -m data_utils.train_spiece`'s flags."""
   flags.DEFINE_string("input", None, "Text file, one sentence/paragraph a line.")
   flags.DEFINE_string("model_prefix", None, "Output prefix.")
   flags.DEFINE_integer("vocab_size", 8000, "Pieces.")
@@ -117,4 +118,8 @@ if __name__ == "__main__":
   flags.DEFINE_bool("overwrite", False,
                     "Replace an existing <model_prefix>.model / .vocab.")
   flags.mark_flags_as_required(["input", "model_prefix"])
+
+
+if __name__ == "__main__":
+  define_flags()
   run_app("train_spiece", main)

@@ -165,6 +165,7 @@ sys.argv = ["run_pretrain"]
 import run_pretrain
 from absl import flags
 from data_utils.errors import run_main
+run_pretrain.define_flags()
 out = []
 for argv in json.loads(sys.stdin.read()):
   flags.FLAGS.unparse_flags()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import importlib
 import os
 import sys
 from typing import List, Optional
@@ -176,11 +177,21 @@ def _check_cli_inputs(values: dict, inputs, signature: str,
     _check_cli_value(key, value, inputs[key], signature)
 
 
-def _saved_model_cli() -> int:
-  # Both imported only here: TF Text is heavy, and TF's CLI module defines
-  # global absl flags (--dir, ...) no other entry point should carry.
-  import tensorflow_text  # noqa: F401  (registers the ops)
+def define_flags():
+  """The command line's flags: those of TF's saved_model_cli, whose module
+  defines them when first imported (imported only here: they are global
+  absl flags, --dir, ..., that no other entry point should carry); again
+  after they were deleted (tests list every entry point's flags so).
+  Returns that module."""
   from tensorflow.python.tools import saved_model_cli
+  if not flags.FLAGS.get_flags_for_module(saved_model_cli.__name__):
+    importlib.reload(saved_model_cli)
+  return saved_model_cli
+
+
+def _saved_model_cli(saved_model_cli) -> int:
+  # Imported only here: TF Text is heavy.
+  import tensorflow_text  # noqa: F401  (registers the ops)
   argv = ["saved_model_cli"] + sys.argv[1:]
   command, values = _cli_flag_values(argv, saved_model_cli)
   if not _HELP.intersection(a.split("=")[0] for a in argv[1:]):
@@ -204,4 +215,5 @@ def main():
   a traceback (a missing directory, an unknown tag-set or signature, a bad
   input key, literal or shape) is one line `xlnet-saved-model-cli: ...`
   with exit code 2."""
-  sys.exit(run_main(CLI_PROGRAM, _saved_model_cli))
+  cli_module = define_flags()
+  sys.exit(run_main(CLI_PROGRAM, lambda: _saved_model_cli(cli_module)))

@@ -50,11 +50,12 @@ def define_lm_flags(batch_size: int = 8) -> None:
   flags.DEFINE_integer("clamp_len", None, "Clamp relative distances "
                        "(default: the checkpoint's run options, else off).")
   flags.DEFINE_string("input_file", None,
-                      "Texts: one per line, a .tsv column or a .jsonl field.")
+                      "Texts: one per line, a .tsv or .csv column or a "
+                      ".jsonl field.")
   flags.DEFINE_string("text_column", None,
-                      "The .tsv column (name or 0-based index; default "
-                      "'sentence', else 'text', else the first) or .jsonl "
-                      "field (default 'text').")
+                      "The .tsv/.csv column (name or 0-based index; default "
+                      "'sentence', else 'text') or .jsonl field (default "
+                      "'text').")
   flags.DEFINE_integer("batch_size", batch_size, "Texts per batch.")
   flags.DEFINE_bool("overwrite", False,
                     "Replace output files that already exist.")
@@ -91,7 +92,9 @@ def check_lm_flags(f, required=("init_checkpoint", "spiece_model_file")
 
 def define_row_flags(max_seq_help: str) -> None:
   """The flags of the scripts that read each text as one row (run_score,
-  run_infill): its longest row and the JSONL output."""
+  run_infill): the language-model ones (`define_lm_flags`), the longest
+  row and the JSONL output."""
+  define_lm_flags()
   flags.DEFINE_integer("max_seq_length", 512, max_seq_help)
   flags.DEFINE_string("output_file", None, "JSONL output (default: stdout).")
 
