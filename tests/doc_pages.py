@@ -202,11 +202,17 @@ def command_problems(doc: str, text: str):
   return bad
 
 
-def code_spans(doc: str):
+def code_spans(doc: str, cells: bool = False):
+  """(line, span) of the doc's code spans outside blocks; with `cells`,
+  (line, table cell, span), the cell counted by the `|` before it."""
   _, prose = blocks(read(doc))
   for number, line in enumerate(prose.split("\n"), 1):
     for m in re.finditer(r"(`+)(.+?)\1", line):
-      yield number, m.group(2).strip()
+      if cells:
+        cell = without_code_spans(line[:m.start()]).count("|")
+        yield number, cell, m.group(2).strip()
+      else:
+        yield number, m.group(2).strip()
 
 
 def resolves(dotted: str) -> bool:

@@ -124,13 +124,45 @@ def test_docs_run_every_entry_point():
 # -- 4. names and paths --------------------------------------------------------
 
 SOURCE_DIRS = ("", "xlnet_tf", "data_utils", "xlnet_tf/tasks")
+# The original's files (zihangdai/xlnet), named where flags keep its names.
+ORIGINAL_FILES = {"data_utils.py", "train.py", "train_gpu.py"}
+
+
+def source_files() -> set:
+  """Every file name of the project's source (bare names, as `x.py`)."""
+  names = set()
+  for top in PROJECT + ("tests", "benchmarks", "demo"):
+    for _, _, files in os.walk(os.path.join(ROOT, top)):
+      names.update(files)
+  return names | set(os.listdir(ROOT))
+
+
+def path_problem(word: str, folder):
+  """Why a path-like `word` of a code span names no file, or None. A bare
+  `x.py` is looked up in the folder a span before it in the same line (or
+  table cell) named (`tasks/squad/`: `model.py`), else anywhere in the
+  source."""
+  if re.fullmatch(r"[\w-]+(/[\w.-]+)*/[\w-]+\.py", word) or \
+      re.fullmatch(r"(xlnet_tf|data_utils|tests|benchmarks|demo)"
+                   r"(/[\w.-]+)*/?", word):
+    if not any(os.path.exists(os.path.join(ROOT, d, word))
+               for d in SOURCE_DIRS):
+      return "no such file"
+  elif re.fullmatch(r"[\w-]+\.py", word) and word not in ORIGINAL_FILES:
+    if folder and not os.path.exists(os.path.join(folder, word)):
+      return f"not in {os.path.relpath(folder, ROOT)}/"
+    if word not in source_files():
+      return "no such file"
+  return None
 
 
 # benchmarks/README.md names files as they were at a dated commit: history.
 @pytest.mark.parametrize("doc", DOCS)
 def test_names_and_paths_exist(doc):
-  bad = []
-  for number, span in code_spans(doc):
+  bad, where, folder = [], None, None
+  for number, cell, span in code_spans(doc, cells=True):
+    if (number, cell) != where:
+      where, folder = (number, cell), None
     for word in re.findall(r"[\w./<>*-]+", span):
       word = word.rstrip(".")
       if "<" in word or "*" in word:
@@ -139,15 +171,13 @@ def test_names_and_paths_exist(doc):
           not word.endswith(".py"):
         if not resolves(word):
           bad.append(f"{doc}:{number}: {word} does not import")
-      elif re.fullmatch(r"[\w-]+(/[\w.-]+)*/[\w-]+\.py", word) or \
-          re.fullmatch(r"(xlnet_tf|data_utils|tests|benchmarks|demo)"
-                       r"(/[\w.-]+)*/?", word):
-        if not any(os.path.exists(os.path.join(ROOT, d, word))
-                   for d in SOURCE_DIRS):
-          bad.append(f"{doc}:{number}: {word}: no such file")
-      elif re.fullmatch(r"run_\w+\.py", word):
-        if not os.path.exists(os.path.join(ROOT, word)):
-          bad.append(f"{doc}:{number}: {word}: no such script")
+        continue
+      problem = path_problem(word, folder)
+      if problem:
+        bad.append(f"{doc}:{number}: {word}: {problem}")
+      elif word.endswith("/") and span == word:
+        folder = next((os.path.join(ROOT, d, word) for d in SOURCE_DIRS
+                       if os.path.isdir(os.path.join(ROOT, d, word))), folder)
   assert not bad, "\n".join(bad)
 
 
