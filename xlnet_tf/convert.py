@@ -52,10 +52,11 @@ from xlnet_tf.io import (is_hf_directory, load_hf_weights,
                          load_native_checkpoint, load_original_checkpoint,
                          open_checkpoint, read_hf_config,
                          save_native_checkpoint, save_original_checkpoint)
-from xlnet_tf.convert_args import (CONFIG_NAME, DEFAULT_PREFIX, FLAGS,
+from xlnet_tf.convert_args import (CONFIG_NAME, DEFAULT_PREFIX,
                                    PRETRAINING_ONLY, PROGRAM,
                                    RUN_OPTION_FLAGS, RUN_OPTIONS, ConvertArgs,
-                                   ConvertError, check_locations, parse_args)
+                                   ConvertError, check_locations, flag_values,
+                                   parse_args)
 from xlnet_tf.io.hf_config import HF_CONFIG, config_from_hf
 from xlnet_tf.io.hf_files import HF_WEIGHTS
 from xlnet_tf.io.hf_names import MASK_EMB
@@ -359,7 +360,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   exit code 2."""
   argv = sys.argv[1:] if argv is None else list(argv)
   if {"-h", "--help", "--helpfull"} & set(argv):
-    print(__doc__ + "\nflags:\n" + FLAGS.get_help())
+    print(__doc__ + "\nflags:\n" + flag_values().get_help())
     return 0
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
   return run_main(PROGRAM,

@@ -1,6 +1,7 @@
-"""The command line of `python -m xlnet_tf.convert`: its flags (a FlagValues
-of its own, so importing adds nothing to the run_*.py scripts' global
-flags) and `ConvertArgs`, what a conversion is asked to do."""
+"""The command line of `python -m xlnet_tf.convert`: its flags
+(`define_flags`; each command line is parsed with a FlagValues of its own,
+so nothing reaches absl's global flags) and `ConvertArgs`, what a
+conversion is asked to do."""
 
 from __future__ import annotations
 
@@ -33,54 +34,68 @@ PRETRAINING_ONLY = ("bi_data", "mem_len", "reuse_len")
 DEFAULT_PREFIX = "model.ckpt"
 PROGRAM = "convert: error"
 
-FLAGS = flags.FlagValues()
-flags.DEFINE_string("from", None, "checkpoint prefix or directory, or an HF "
-                    "directory", flag_values=FLAGS)
-flags.DEFINE_string("to", None, "checkpoint prefix (a directory gets "
-                    f"{DEFAULT_PREFIX} in it) or an HF directory",
-                    flag_values=FLAGS)
-flags.DEFINE_enum("to_format", None, FORMATS, "the target's format",
-                  flag_values=FLAGS)
-flags.DEFINE_enum("from_format", "auto", ("auto",) + FORMATS,
-                  "normally detected", flag_values=FLAGS)
-flags.DEFINE_enum("model", None, MODELS, "the model the weights belong to "
-                  "(default: detected from the source; required for native "
-                  "sources)", flag_values=FLAGS)
-flags.DEFINE_string("task_name", None, "classification/regression/token "
-                    "classification scope (model/classification_<task>/"
-                    "logit); default: detected",
-                    flag_values=FLAGS)
-flags.DEFINE_integer("n_class", None, "classes (default: detected)",
-                     flag_values=FLAGS)
-flags.DEFINE_enum("summary_type", None, SUMMARY_TYPES,
-                  "sequence summary (default: detected, else last)",
-                  flag_values=FLAGS)
-flags.DEFINE_bool("use_summ_proj", None, "tanh projection in the summary "
-                  "(default: detected)", flag_values=FLAGS)
-flags.DEFINE_bool("untied_lm", False, "the LM head has its own weight "
-                  "(native sources; detected otherwise)", flag_values=FLAGS)
-flags.DEFINE_string("config", None, f"{CONFIG_NAME} (default: the one beside "
-                    "the source checkpoint, or the HF config.json)",
-                    flag_values=FLAGS)
-flags.DEFINE_bool("overwrite", False, "replace the target's files if they "
-                  "exist", flag_values=FLAGS)
-flags.DEFINE_string("run_options", None, f"{RUN_OPTIONS} of the run that "
-                    "wrote the source (default: the one beside the source "
-                    "checkpoint or in the folder above)", flag_values=FLAGS)
-flags.DEFINE_enum("attn_type", None, ["bi", "uni"], "run option (default: "
-                  "the source's)", flag_values=FLAGS)
-flags.DEFINE_bool("bi_data", None, "run option", flag_values=FLAGS)
-flags.DEFINE_integer("clamp_len", None, "run option", flag_values=FLAGS)
-flags.DEFINE_bool("same_length", None, "run option", flag_values=FLAGS)
-flags.DEFINE_integer("mem_len", None, "run option", flag_values=FLAGS)
-flags.DEFINE_integer("reuse_len", None, "run option", flag_values=FLAGS)
-flags.DEFINE_float("dropout", None, "run option", flag_values=FLAGS)
-flags.DEFINE_float("dropatt", None, "run option", flag_values=FLAGS)
-flags.DEFINE_bool("carry_pretraining_options", False, "also carry the "
-                  "source's pretraining-only run options (bi_data, mem_len, "
-                  "reuse_len) into an HF target; without it they are reset "
-                  "for inference (bi_data=false, no memory) unless given as "
-                  "flags", flag_values=FLAGS)
+def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+  """The command line's flags, defined into `flag_values` (`parse_args`
+  gives each command line a FlagValues of its own; the default, absl's
+  global one, is for tools that list every entry point's flags)."""
+  flags.DEFINE_string("from", None, "checkpoint prefix or directory, or an HF "
+                      "directory", flag_values=flag_values)
+  flags.DEFINE_string("to", None, "checkpoint prefix (a directory gets "
+                      f"{DEFAULT_PREFIX} in it) or an HF directory",
+                      flag_values=flag_values)
+  flags.DEFINE_enum("to_format", None, FORMATS, "the target's format",
+                    flag_values=flag_values)
+  flags.DEFINE_enum("from_format", "auto", ("auto",) + FORMATS,
+                    "normally detected", flag_values=flag_values)
+  flags.DEFINE_enum("model", None, MODELS, "the model the weights belong to "
+                    "(default: detected from the source; required for native "
+                    "sources)", flag_values=flag_values)
+  flags.DEFINE_string("task_name", None, "classification/regression/token "
+                      "classification scope (model/classification_<task>/"
+                      "logit); default: detected",
+                      flag_values=flag_values)
+  flags.DEFINE_integer("n_class", None, "classes (default: detected)",
+                       flag_values=flag_values)
+  flags.DEFINE_enum("summary_type", None, SUMMARY_TYPES,
+                    "sequence summary (default: detected, else last)",
+                    flag_values=flag_values)
+  flags.DEFINE_bool("use_summ_proj", None, "tanh projection in the summary "
+                    "(default: detected)", flag_values=flag_values)
+  flags.DEFINE_bool("untied_lm", False, "the LM head has its own weight "
+                    "(native sources; detected otherwise)",
+                    flag_values=flag_values)
+  flags.DEFINE_string("config", None, f"{CONFIG_NAME} (default: the one beside "
+                      "the source checkpoint, or the HF config.json)",
+                      flag_values=flag_values)
+  flags.DEFINE_bool("overwrite", False, "replace the target's files if they "
+                    "exist", flag_values=flag_values)
+  flags.DEFINE_string("run_options", None, f"{RUN_OPTIONS} of the run that "
+                      "wrote the source (default: the one beside the source "
+                      "checkpoint or in the folder above)",
+                      flag_values=flag_values)
+  flags.DEFINE_enum("attn_type", None, ["bi", "uni"], "run option (default: "
+                    "the source's)", flag_values=flag_values)
+  flags.DEFINE_bool("bi_data", None, "run option", flag_values=flag_values)
+  flags.DEFINE_integer("clamp_len", None, "run option", flag_values=flag_values)
+  flags.DEFINE_bool("same_length", None, "run option", flag_values=flag_values)
+  flags.DEFINE_integer("mem_len", None, "run option", flag_values=flag_values)
+  flags.DEFINE_integer("reuse_len", None, "run option", flag_values=flag_values)
+  flags.DEFINE_float("dropout", None, "run option", flag_values=flag_values)
+  flags.DEFINE_float("dropatt", None, "run option", flag_values=flag_values)
+  flags.DEFINE_bool("carry_pretraining_options", False, "also carry the "
+                    "source's pretraining-only run options (bi_data, mem_len, "
+                    "reuse_len) into an HF target; without it they are reset "
+                    "for inference (bi_data=false, no memory) unless given as "
+                    "flags", flag_values=flag_values)
+
+
+def flag_values() -> flags.FlagValues:
+  """A FlagValues of its own holding the command line's flags (unparsed)."""
+  values = flags.FlagValues()
+  define_flags(values)
+  return values
+
+
 _REQUIRED = ("from", "to", "to_format")
 
 
@@ -119,25 +134,25 @@ class ConvertArgs:
 def parse_args(argv: Sequence[str]) -> ConvertArgs:
   """`ConvertArgs` from the command line (without the program name); a bad
   flag raises a one-line `UsageError`."""
-  FLAGS.unparse_flags()
+  own = flag_values()
   try:
-    rest = FLAGS(["convert"] + list(argv))
+    rest = own(["convert"] + list(argv))
   except flags.Error as e:
     raise UsageError(one_line(e)) from None
   if rest[1:]:
     raise UsageError(f"unexpected argument {rest[1]!r} (flags only)")
   for name in _REQUIRED:
-    if FLAGS[name].value is None:
+    if own[name].value is None:
       raise UsageError(f"--{name} is required")
-  if FLAGS.carry_pretraining_options and FLAGS.to_format != "hf":
+  if own.carry_pretraining_options and own.to_format != "hf":
     raise UsageError("--carry_pretraining_options: only with --to_format=hf "
                      "(the original and native layouts keep no run option)")
-  values = {f.name: getattr(FLAGS, f.name)
+  values = {f.name: getattr(own, f.name)
             for f in dataclasses.fields(ConvertArgs)
             if f.name not in ("source", "target")}
   if values["model"] not in (None,) + model_kinds():
     values["model"] = task_spec(values["model"]).name  # an older name
-  return ConvertArgs(source=FLAGS["from"].value, target=FLAGS["to"].value,
+  return ConvertArgs(source=own["from"].value, target=own["to"].value,
                      **values)
 
 
