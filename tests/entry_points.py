@@ -171,6 +171,8 @@ def entry_of(words: Sequence[str]) -> Optional[Tuple[str, List[str]]]:
     >>> entry_of(["TF_CPP_MIN_LOG_LEVEL=2", ".venv/bin/python", "-m",
     ...           "xlnet_tf.convert", "--from=a"])
     ('xlnet_tf.convert', ['--from=a'])
+    >>> entry_of(["python", "-m", "run_ner", "--do_eval"])
+    ('run_ner.py', ['--do_eval'])
     >>> entry_of([".venv/bin/xlnet-saved-model-cli", "show", "--dir", "x"])
     ('xlnet-saved-model-cli', ['show', '--dir', 'x'])
     >>> entry_of(["python", "./demo/run_demo.py"])
@@ -185,7 +187,10 @@ def entry_of(words: Sequence[str]) -> Optional[Tuple[str, List[str]]]:
     return None
   if _PYTHON.search(words[0]):
     if len(words) > 2 and words[1] == "-m":
-      return (words[2], words[3:]) if words[2] in ENTRY_POINTS else None
+      # `python -m run_squad` runs the script too.
+      by_module = {m: e for e, m in ENTRY_POINTS.items() if "-" not in e}
+      entry = by_module.get(words[2])
+      return (entry, words[3:]) if entry else None
     if len(words) > 1:
       path = os.path.normpath(words[1]).replace(os.sep, "/")
       if path in ENTRY_POINTS or path in ARGPARSE_SCRIPTS:
