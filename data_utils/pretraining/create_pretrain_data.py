@@ -186,7 +186,8 @@ _FLAGS = {
 }
 
 
-def define_flags():
+def define_flags() -> None:
+  """`python -m data_utils.pretraining.create_pretrain_data`'s flags."""
   for name, (default, help_text) in _FLAGS.items():
     if isinstance(default, bool):
       flags.DEFINE_bool(name, default, help_text)
@@ -199,6 +200,7 @@ def define_flags():
   flags.DEFINE_enum("split", "train", ["train", "dev", "test"], "Split name.")
   beam_jobs.define_flags()  # --runner: every task and pass as one pipeline
   flags.mark_flags_as_required(["input_glob", "sp_path", "save_dir"])
+
 
 if __name__ == "__main__":
   define_flags()
