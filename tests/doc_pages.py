@@ -4,6 +4,7 @@ anchors, links, the shell commands of the blocks (continuations joined, the
 doc's variables expanded) and what is wrong with them, code spans, dotted
 names."""
 
+import functools
 import glob
 import importlib
 import os
@@ -11,7 +12,9 @@ import re
 import shlex
 import unicodedata
 
-from entry_points import entry_of, flags_of
+from absl import flags
+
+from entry_points import ENTRY_POINTS, define_flags_of, entry_of, flags_of
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = ["README.md", "CHANGELOG.md"] + sorted(
@@ -195,11 +198,35 @@ def command_problems(doc: str, text: str):
           bad.append(f"{doc}:{number}: {target}: no such script")
       continue
     entry, arguments = found
-    known = flags_of(entry)
+    known, choices = flags_of(entry), enum_values(entry)
     for name in flag_names(arguments):
       if name not in known:
         bad.append(f"{doc}:{number}: {entry} has no --{name}")
+    for word in arguments:
+      name, _, value = word[2:].partition("=")
+      if word.startswith("--") and name in choices and "$" not in value \
+          and value not in choices[name]:
+        bad.append(f"{doc}:{number}: {entry} --{name}={value}: not one of "
+                   f"{', '.join(choices[name])}")
   return bad
+
+
+@functools.lru_cache(maxsize=None)
+def enum_values(entry: str) -> dict:
+  """{flag name: its values} of `entry`'s enum flags (defined as
+  entry_points does it, then deleted again); {} for an entry that is no
+  absl entry point or defines its flags elsewhere."""
+  if entry not in ENTRY_POINTS:
+    return {}
+  define = define_flags_of(entry)
+  before = set(flags.FLAGS)
+  define()
+  new = {key: flags.FLAGS[key] for key in flags.FLAGS if key not in before}
+  for key in new:
+    delattr(flags.FLAGS, key)
+  return {flag.name: tuple(flag.parser.enum_values)
+          for flag in new.values()
+          if getattr(flag.parser, "enum_values", None)}
 
 
 def code_spans(doc: str, cells: bool = False):

@@ -97,7 +97,7 @@ def test_commands_name_entries_and_their_flags(doc):
 def test_command_problems_are_found():
   text = ("```bash\nX=1\nF=\"--bi_data --bogus_flag\"\n"
           "python run_pretrain.py $F --model_dir=m --nobi_data \\\n"
-          "  --pipeline_options=\"--not_ours=1\"\n"
+          "  --pipeline_options=\"--not_ours=1\" --strategy=gpu\n"
           "python -m xlnet_tf.no_such_module --a\n"
           ".venv/bin/python run_nothing.py --x\n"
           "python -m apache_beam.runners.worker.worker_pool_main --port=1\n"
@@ -105,6 +105,8 @@ def test_command_problems_are_found():
   assert command_problems("t.md", text) == [
       "t.md:4: run_pretrain.py has no --bogus_flag",
       "t.md:4: run_pretrain.py has no --pipeline_options",
+      "t.md:4: run_pretrain.py --strategy=gpu: not one of default, "
+      "mirrored, multi_worker, tpu",
       "t.md:6: python -m xlnet_tf.no_such_module: no such entry point",
       "t.md:7: run_nothing.py: no such script"]
 
