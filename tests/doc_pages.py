@@ -230,16 +230,19 @@ def enum_values(entry: str) -> dict:
 
 
 def code_spans(doc: str, cells: bool = False):
-  """(line, span) of the doc's code spans outside blocks; with `cells`,
-  (line, table cell, span), the cell counted by the `|` before it."""
+  """(line, span) of the doc's code spans outside blocks (a span may run
+  over a line break, never over a blank line); with `cells`, (line, table
+  cell, span), the cell counted by the `|` before it on its line."""
   _, prose = blocks(read(doc))
-  for number, line in enumerate(prose.split("\n"), 1):
-    for m in re.finditer(r"(`+)(.+?)\1", line):
-      if cells:
-        cell = without_code_spans(line[:m.start()]).count("|")
-        yield number, cell, m.group(2).strip()
-      else:
-        yield number, m.group(2).strip()
+  for m in re.finditer(r"(`+)((?:(?!\n\s*\n).)+?)\1", prose, re.S):
+    number = prose.count("\n", 0, m.start()) + 1
+    span = " ".join(m.group(2).split())
+    if cells:
+      line_start = prose.rfind("\n", 0, m.start()) + 1
+      cell = without_code_spans(prose[line_start:m.start()]).count("|")
+      yield number, cell, span
+    else:
+      yield number, span
 
 
 def resolves(dotted: str) -> bool:

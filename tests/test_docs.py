@@ -158,6 +158,17 @@ def path_problem(word: str, folder):
   return None
 
 
+def defines(path: str, name: str) -> bool:
+  """Whether the source file `path` (as the docs name it) defines `name`."""
+  for folder in SOURCE_DIRS:
+    full = os.path.join(ROOT, folder, path)
+    if os.path.isfile(full):
+      with open(full, encoding="utf-8") as f:
+        return re.search(rf"^\s*(def|class) {name}\b|^{name}\s*=", f.read(),
+                         re.M) is not None
+  return False
+
+
 # benchmarks/README.md names files as they were at a dated commit: history.
 @pytest.mark.parametrize("doc", DOCS)
 def test_names_and_paths_exist(doc):
@@ -165,6 +176,9 @@ def test_names_and_paths_exist(doc):
   for number, cell, span in code_spans(doc, cells=True):
     if (number, cell) != where:
       where, folder = (number, cell), None
+    named = re.fullmatch(r"([\w/.-]+\.py): (\w+)", span)
+    if named and not defines(*named.groups()):
+      bad.append(f"{doc}:{number}: {span}: not defined there")
     for word in re.findall(r"[\w./<>*-]+", span):
       word = word.rstrip(".")
       if "<" in word or "*" in word:
@@ -354,3 +368,9 @@ def test_model_kinds_are_the_package_s():
           entry[0] == "xlnet_tf.convert" for word in entry[1]
           if word.startswith("--model=")}
   assert used and used <= kinds, used - kinds
+
+
+def test_defines_reads_the_source():
+  assert defines("kernels/attention.py", "segment_score")
+  assert not defines("kernels/attention.py", "segment_scor")
+  assert not defines("kernels/no_such_file.py", "segment_score")
