@@ -34,14 +34,15 @@ from typing import Optional
 from absl import flags
 
 from data_utils import beam_jobs, path_checks, paths
-from data_utils.batch_inputs import (FORMATS, InputSpec, check_spec,
-                                     file_format, input_files)
 from data_utils.errors import UsageError, check_positive, run_app, run_main
+from data_utils.text_inputs import (FORMATS, InputSpec, check_spec,
+                                    file_format, input_files)
 from xlnet_tf.batch_predict.job import (BatchJob, check_formats,
                                         resolve_export)
 from xlnet_tf.batch_predict.run import check_output_dir, run_job, summary
-from xlnet_tf.tasks.language_model.batch import JOBS
-from xlnet_tf.tasks.language_model.embeddings import SIGNATURE_POOLINGS
+from xlnet_tf.tasks.registry import batch_specs
+from xlnet_tf.tasks.spec import load
+
 
 def define_flags() -> None:
   """The script's flags (defined when run as a script, so that tests can
@@ -58,14 +59,11 @@ def define_flags() -> None:
                       "field (classifier pairs).")
   flags.DEFINE_string("output_dir", None, "Where the shards and the manifest "
                       "go.")
-  flags.DEFINE_enum("job", None, list(JOBS), "With a language-model export: "
-                    "embed or score.")
-  flags.DEFINE_list("layers", ["-1"], "--job=embed: layers (0 the "
-                    "embeddings, -1 the last).")
-  flags.DEFINE_list("pooling", ["masked_mean"], "--job=embed: any of "
-                    f"{', '.join(SIGNATURE_POOLINGS)}.")
   flags.DEFINE_bool("tfrecord", False, "--job=embed: also TFRecord shards "
                     "with per-piece vectors (run_embed.py's .tfrecord layout).")
+  for module in _kind_flags():
+    for name in load(module).define_flags():
+      flags.declare_key_flag(name)
   flags.DEFINE_integer("batch_size", 32, "Rows per model call, at most.")
   flags.DEFINE_bool("bucketing", True, "Batch rows of similar length "
                     "together (less padding).")
@@ -79,42 +77,25 @@ _WORKERS = re.compile(r"^--(?:direct_num_workers|num_workers|"
                       r"max_num_workers)=(\d+)$")
 
 
-def _job_options(f, export) -> dict:
-  jobs = export.spec.batch.jobs
-  if f.job is None:
-    raise UsageError(f"--job: a {export.kind} export needs --job="
-                     f"{' or --job='.join(jobs)}")
-  if f.job == "score":
-    return {"job": "score"}
-  n_layer = int(export.meta["n_layer"])
-  layers = []
-  for value in f.layers:
-    if not re.fullmatch(r"-?\d+", value.strip()) or not \
-        -(n_layer + 1) <= int(value) <= n_layer:
-      raise UsageError(f"--layers={','.join(f.layers)}: {value} is not a "
-                       f"layer of the model (0..{n_layer}, -1 the last)")
-    layers.append(int(value) % (n_layer + 1))
-  poolings = list(dict.fromkeys(f.pooling))
-  for name in poolings:
-    if name not in SIGNATURE_POOLINGS:
-      raise UsageError(f"--pooling={name}: the export pools "
-                       f"{', '.join(SIGNATURE_POOLINGS)}")
-  return {"job": "embed", "layers": layers, "poolings": poolings,
-          "piece_vectors": True}
+def _kind_flags():
+  """The modules of the flags only some batch kinds take
+  (`TaskSpec.batch_flags`), each once."""
+  return tuple(dict.fromkeys(s.batch_flags for s in batch_specs()
+                             if s.batch_flags))
 
 
 def _options(f, export) -> dict:
-  if export.spec.batch.jobs:
-    options = _job_options(f, export)
-  elif f.job is not None:
-    raise UsageError(f"--job={f.job}: only for a language-model export "
-                     f"(this is a {export.kind} export)")
-  else:
-    options = {}
-  if f.tfrecord and options.get("job") != "embed":
-    raise UsageError("--tfrecord: only with --job=embed")
+  """The export's batch kind's options from its flags; another kind's flags
+  given are refused (one-line UsageError)."""
+  options = {}
+  for module in _kind_flags():
+    if module == export.spec.batch_flags:
+      options = load(module).options(f, export.kind, export.meta)
+    else:
+      load(module).refuse(f, export.kind)
   if f.text_b_column and not export.spec.batch.pairs:
-    raise UsageError(f"--text_b_column: only for a classifier or regressor "
+    pairs = [s.export_kind for s in batch_specs() if s.batch.pairs]
+    raise UsageError(f"--text_b_column: only for a {' or '.join(pairs)} "
                      f"export (this is a {export.kind} export)")
   return options
 

@@ -6,13 +6,23 @@ over 400 lines anywhere."""
 
 import ast
 import os
-import re
 
 import pytest
+
+from xlnet_tf.tasks import registry
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGES = ("xlnet_tf", "data_utils")
 MAX_LINES = 400
+# The task packages (`xlnet_tf/tasks/<task>/`), as the registry lists them.
+TASK_PACKAGES = tuple(sorted({s.model_at.split(".")[2]
+                              for s in registry.TASKS}))
+# What every module may read of the tasks: the registry and the specs, and
+# what they name of each package, its formats (plain data: the checkpoint
+# layers decode HF configs and weight names through them).
+LIGHT = ["xlnet_tf.tasks.registry", "xlnet_tf.tasks.spec"] + [
+    f"xlnet_tf.tasks.{p}.{m}" for p in TASK_PACKAGES
+    for m in ("spec", "formats")]
 
 # (importer prefix, imported prefixes it must not reach). A prefix names a
 # module and everything under it.
@@ -35,6 +45,10 @@ FORBIDDEN = [
                            "xlnet_tf.pretrained"]),
     ("xlnet_tf.io", ["xlnet_tf.tasks", "xlnet_tf.pretrained",
                      "xlnet_tf.training"]),
+    # The light modules import no task's heavy modules.
+    *[(light, ["xlnet_tf.tasks", "xlnet_tf.io.hf", "xlnet_tf.io.hf_config",
+               "xlnet_tf.io.hf_names", "xlnet_tf.encoder",
+               "xlnet_tf.training"]) for light in LIGHT],
     ("xlnet_tf.tasks", ["xlnet_tf.pretrained", "xlnet_tf.convert"]),
     # Serving exports know no task, model or checkpoint format (an export
     # kind is a name, a model a tf.Module): each task's signatures are in
@@ -44,14 +58,15 @@ FORBIDDEN = [
                          "xlnet_tf.layers", "xlnet_tf.kernels", "xlnet_tf.io",
                          "xlnet_tf.training"]),
     # The fine-tuning driver knows a task only as an XLNetTask.
-    ("xlnet_tf.finetuning", ["xlnet_tf.pretrained"] + [
-        f"xlnet_tf.tasks.{p}" for p in ("classification", "multiple_choice",
-                                        "squad", "token_classification",
-                                        "language_model", "registry")]),
+    ("xlnet_tf.finetuning", ["xlnet_tf.pretrained",
+                             "xlnet_tf.tasks.registry"] + [
+        f"xlnet_tf.tasks.{p}" for p in TASK_PACKAGES]),
 ]
+# Any module may import these (the `FORBIDDEN` rules' exceptions).
+ANYONE_MAY_IMPORT = LIGHT + ["xlnet_tf.tasks"]
 # What a task package holds (`xlnet_tf/tasks/<task>/`), and which of its
 # modules sit above the fine-tuning driver.
-TASK_MODULES = ("model", "serving", "workflow", "spec")
+TASK_MODULES = ("model", "serving", "workflow", "spec", "formats")
 ABOVE_DRIVER = ("workflow", "spec")
 
 
@@ -153,7 +168,8 @@ def test_imports_point_down(importer, banned):
                  for module, deps in GRAPH.items() if _under(module, importer)
                  for dep in deps
                  if any(_under(dep, b) for b in banned)
-                 and not _under(dep, importer))
+                 and not _under(dep, importer)
+                 and dep not in ANYONE_MAY_IMPORT)
   assert wrong == []
 
 
@@ -176,50 +192,65 @@ def test_the_rules_see_the_project():
   assert any(GRAPH[m] for m in GRAPH if _under(m, "xlnet_tf.tasks"))
 
 
-def _task_packages():
-  tasks = os.path.join(ROOT, "xlnet_tf", "tasks")
-  return sorted(d for d in os.listdir(tasks) if os.path.isfile(
-      os.path.join(tasks, d, "__init__.py")))
+def _string_literals(tree):
+  """`(line, text)` of the string constants of `tree` that are not
+  docstrings (f-strings' literal parts included)."""
+  docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
+                                     ast.AsyncFunctionDef))
+                and node.body and isinstance(node.body[0], ast.Expr)}
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Constant) and isinstance(node.value, str) \
+        and id(node) not in docstrings:
+      yield node.lineno, node.value
 
 
 def test_every_task_is_one_package_with_its_spec_registered():
-  """Adding a task is adding a package (model, serving, workflow, spec)
-  and registering its specs; every table of tasks reads the registry."""
-  from xlnet_tf.tasks import registry
-  packages = _task_packages()
-  assert packages == ["classification", "language_model", "multiple_choice",
-                      "squad", "token_classification"]
+  """Adding a task is adding a package (model, serving, workflow, formats,
+  spec) and registering its specs; every table of tasks reads the
+  registry."""
+  tasks = os.path.join(ROOT, "xlnet_tf", "tasks")
+  packages = sorted(d for d in os.listdir(tasks) if os.path.isfile(
+      os.path.join(tasks, d, "__init__.py")))
+  assert tuple(packages) == TASK_PACKAGES
   for package in packages:
     for name in TASK_MODULES:
       assert f"xlnet_tf.tasks.{package}.{name}" in SOURCES, (package, name)
     assert f"xlnet_tf.tasks.{package}.spec" in GRAPH["xlnet_tf.tasks.registry"]
   homes = {spec.model_class.__module__ for spec in registry.TASKS}
   assert homes == {f"xlnet_tf.tasks.{p}.model" for p in packages}
-  # No other module keeps a table of tasks: the kinds' names occur as
-  # string literals only in the task packages' specs and models (the export
-  # kind), the spec and registry docstrings, and the checkpoint formats'
-  # decoding (HF config.json, the original's variable names).
-  names = {s.name for s in registry.TASKS} | set(registry.EXPORT_KINDS)
-  quoted = re.compile(r"""["'](%s)["']""" % "|".join(sorted(names)))
-  allowed = {f"xlnet_tf/tasks/{p}/{m}.py" for p in packages
-             for m in ("spec", "model")} | {
-                 "xlnet_tf/tasks/spec.py", "xlnet_tf/tasks/registry.py",
-                 "xlnet_tf/io/hf_config.py", "xlnet_tf/convert.py"}
-  found = []
-  for module, path in SOURCES.items():
-    if module.split(".")[0] != "xlnet_tf" or path in allowed:
+
+
+def test_only_a_task_spells_its_kinds():
+  """No module keeps a table of tasks: a kind's name (model kind or export
+  kind) is a string literal only in its own task package (docstrings
+  aside); everything else reads the specs."""
+  home = {}
+  for spec in registry.TASKS:
+    package = spec.model_at.split(".")[2]
+    for name in (spec.name, spec.export_kind):
+      home.setdefault(name, set()).add(package)
+  found, at_home = [], set()
+  for module, path in sorted(SOURCES.items()):
+    if module.split(".")[0] != "xlnet_tf":
       continue
     with open(os.path.join(ROOT, path), encoding="utf-8") as f:
-      for line_no, line in enumerate(f, 1):
-        if quoted.search(line) and not line.lstrip().startswith("#"):
-          found.append(f"{path}:{line_no}: {line.strip()}")
+      tree = ast.parse(f.read(), path)
+    parts = module.split(".")
+    own = parts[2] if len(parts) > 3 and parts[1] == "tasks" else None
+    for line, text in _string_literals(tree):
+      if text in home and own in home[text]:
+        at_home.add(text)
+      elif text in home:
+        found.append(f"{path}:{line}: {text!r}")
   assert found == []
+  assert at_home == set(home)  # the scan sees them where they belong
 
 
 def test_task_models_and_serving_sit_below_the_driver():
   """A task's model and serving import no workflow, spec, registry or
   driver (the driver imports `tasks.base`, and the workflows import it)."""
-  above = [f"xlnet_tf.tasks.{p}.{m}" for p in _task_packages()
+  above = [f"xlnet_tf.tasks.{p}.{m}" for p in TASK_PACKAGES
            for m in ABOVE_DRIVER] + ["xlnet_tf.tasks.registry",
                                      "xlnet_tf.finetuning"]
   wrong = sorted(

@@ -252,7 +252,7 @@ def test_ner_windows_hold_the_document_context_run_ner_gives(work):
   (the issue: without them, 22 of 500 testb sentences got other tags)."""
   export = resolve_export(str(work["tmp"] / "ner_model" / "saved_model"))
   assert export.meta["document_context"] is True
-  kind = export.spec.batch(export.meta, {}, export.spiece_model)
+  kind = export.spec.batch_kind(export.meta, {}, export.spiece_model)
   rows = list(kind.in_context(export.meta, read_rows(
       work["ner_test"], InputSpec("conll"))))
   settings = NerFeatureSettings(32, 12, document_context=True)
@@ -281,8 +281,8 @@ def test_ner_windows_hold_the_document_context_run_ner_gives(work):
   # read alone, as the job did before, some sentences get other tags, so
   # test_ner_equals_run_ner checks the context too.
   signature = tf.saved_model.load(export.path).signatures["serve_features"]
-  alone = export.spec.batch(dict(export.meta, document_context=False), {},
-                            export.spiece_model)
+  alone = export.spec.batch_kind(dict(export.meta, document_context=False),
+                                 {}, export.spiece_model)
 
   def tags(k):
     return k.infer(signature, [k.prepare(r.fields).payload for r in rows])[0]

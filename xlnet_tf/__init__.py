@@ -12,16 +12,20 @@ Public API:
                                      io/
 """
 
+import importlib
+
 from xlnet_tf.io import (CheckpointError, LoadReport, load_checkpoint,
                          load_native_checkpoint, load_original_checkpoint,
                          save_native_checkpoint, save_original_checkpoint)
 from xlnet_tf.config import ConfigError, RunOptions, XLNetConfig
 from xlnet_tf.encoder import XLNetModel
-from xlnet_tf.tasks import (SequenceSummary, XLNetClassifier,
-                            XLNetForMultipleChoice, XLNetForQuestionAnswering,
-                            XLNetForTokenClassification, XLNetPretrainer,
-                            XLNetRegressor)
 from xlnet_tf.version import __version__
+
+# The task models, imported when first read (PEP 562): `import xlnet_tf`
+# loads no task, and a worker loads only the task it runs.
+_TASK_NAMES = ("SequenceSummary", "XLNetClassifier", "XLNetForMultipleChoice",
+               "XLNetForQuestionAnswering", "XLNetForTokenClassification",
+               "XLNetPretrainer", "XLNetRegressor")
 
 __all__ = [
     "CheckpointError", "ConfigError", "LoadReport", "RunOptions",
@@ -32,3 +36,13 @@ __all__ = [
     "load_native_checkpoint", "load_original_checkpoint",
     "save_native_checkpoint", "save_original_checkpoint",
 ]
+
+
+def __getattr__(name: str):
+  if name not in _TASK_NAMES:
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+  return getattr(importlib.import_module("xlnet_tf.tasks"), name)
+
+
+def __dir__():
+  return sorted(set(globals()) | set(_TASK_NAMES))

@@ -62,7 +62,10 @@ from xlnet_tf.io.hf_files import HF_WEIGHTS
 from xlnet_tf.io.hf_names import MASK_EMB
 from xlnet_tf.pretrained import (BASE, build_model, file_beside,
                                  save_hf_weights)
-from xlnet_tf.tasks.registry import task_spec
+from xlnet_tf.tasks.language_model.formats import LM_WEIGHT
+from xlnet_tf.tasks.registry import TASKS, task_spec
+from xlnet_tf.tasks.spec import TaskSpec
+
 
 def _detect_format(path: str) -> str:
   if is_hf_directory(path):
@@ -75,43 +78,39 @@ def _original_names(path: str) -> dict:
   return open_checkpoint(path)[1].get_variable_to_shape_map()
 
 
-def _scopes(names, model_kind: str) -> List[str]:
-  """The task names of `model_kind`'s heads in an original checkpoint."""
-  pattern = rf"model/{model_kind}_(.+)/logit/bias"
+def _scopes(names, spec: TaskSpec) -> List[str]:
+  """The task names of `spec`'s heads in an original checkpoint."""
+  before, _, after = spec.original_head.partition("{}")
+  pattern = re.escape(before) + "(.+)" + re.escape(after)
   return sorted({m.group(1) for n in names
                  for m in [re.fullmatch(pattern, n)] if m})
 
 
 def _detect_from_original(names: dict, args) -> tuple:
-  """(model kind, head arguments) from an original checkpoint's names."""
+  """(model kind, head arguments) from an original checkpoint's names: the
+  first task whose head carries a task name and is there, else the first
+  whose head is there (`TaskSpec.original_head`), else the encoder."""
   head = {}
-  scoped = ("classification", "regression", "token_classification")
-  scopes_of = {model_kind: _scopes(names, model_kind)
-               for model_kind in scoped}
+  scopes_of = {s.name: _scopes(names, s) for s in TASKS if s.scoped}
   if args.model:
     model = args.model
-  elif any(scopes_of.values()):
-    model = next(model_kind for model_kind in scoped
-                 if scopes_of[model_kind])
-  elif "logits/dense/bias" in names:
-    model = "multiple_choice"
-  elif "start_logits/dense/bias" in names:
-    model = "squad"
-  elif "model/lm_loss/bias" in names:
-    model = "lm"
   else:
-    model = "base"
+    model = next((kind for kind, scopes in scopes_of.items() if scopes),
+                 None) or next((s.name for s in TASKS if not s.scoped
+                                and s.original_head in names), BASE)
   scopes = scopes_of.get(model, [])
-  if model in scoped and not args.task_name:
+  if model in scopes_of and not args.task_name:
     if len(scopes) > 1:
       raise ConvertError(f"the checkpoint holds {model} heads for "
                          f"{', '.join(scopes)}: pick one with --task_name")
     if scopes:
       head["task_name"] = scopes[0]
-  task = (args.task_name or head.get("task_name", "task")).lower()
-  bias = f"model/{model}_{task}/logit/bias"
-  if model in ("classification", "token_classification") and bias in names:
-    head["n_class"] = int(names[bias][0])
+  if model in scopes_of:
+    task = (args.task_name or head.get("task_name", "task")).lower()
+    bias = task_spec(model).original_head.format(task)
+    # The bias is [n_class] in a head of classes (a regressor's is [1]).
+    if bias in names and _applies("n_class", model):
+      head["n_class"] = int(names[bias][0])
   summary = "model/sequnece_summary"
   if any(n.startswith(summary + "/") for n in names):
     # Only a checkpoint with a summary says how it is built; otherwise the
@@ -119,7 +118,7 @@ def _detect_from_original(names: dict, args) -> tuple:
     if f"{summary}/summary_bias" in names:
       head["summary_type"] = "attn"
     head["use_summ_proj"] = f"{summary}/summary/kernel" in names
-  head["tie_weight"] = "model/lm_loss/weight" not in names
+  head["tie_weight"] = LM_WEIGHT not in names
   return model, head
 
 
@@ -303,7 +302,7 @@ def convert(args: ConvertArgs) -> List[str]:
   has_mask_emb = report is not None and MASK_EMB in report.loaded
   if args.to_format == "hf":
     if fmt != "hf" and report is not None and not has_mask_emb and (
-        model != "lm"):
+        not getattr(obj, "uses_query_stream", False)):
       notes.append("mask_emb is not in the source (fine-tuned); written from "
                    "its initial value")
     # Class names read from an HF source go on, if the class count stayed.
@@ -317,7 +316,7 @@ def convert(args: ConvertArgs) -> List[str]:
   else:
     prefix = _target_prefix(args.target)
     if args.to_format == "original":
-      if has_mask_emb and model not in ("base", "lm"):
+      if has_mask_emb and MASK_EMB not in obj.original_weights():
         notes.append("mask_emb not written: fine-tuned models in the "
                      "original layout have none")
       written = save_original_checkpoint(obj, prefix)

@@ -14,11 +14,9 @@ from data_utils.errors import UsageError, UserError, one_line
 from data_utils.path_checks import check_store, tf_path
 from xlnet_tf.io.hf_files import is_hf_directory
 from xlnet_tf.pretrained import model_kinds
-from xlnet_tf.tasks import SUMMARY_TYPES
-from xlnet_tf.tasks.registry import TASKS, task_spec
+from xlnet_tf.tasks.pooling import SUMMARY_TYPES
 
-# The model kinds, and the tasks' older names (each warns once).
-MODELS = model_kinds() + tuple(a for s in TASKS for a in s.aliases)
+MODELS = model_kinds()
 FORMATS = ("original", "native", "hf")
 CONFIG_NAME = "xlnet_config.json"
 RUN_OPTIONS = "run_options.json"
@@ -150,8 +148,6 @@ def parse_args(argv: Sequence[str]) -> ConvertArgs:
   values = {f.name: getattr(own, f.name)
             for f in dataclasses.fields(ConvertArgs)
             if f.name not in ("source", "target")}
-  if values["model"] not in (None,) + model_kinds():
-    values["model"] = task_spec(values["model"]).name  # an older name
   return ConvertArgs(source=own["from"].value, target=own["to"].value,
                      **values)
 

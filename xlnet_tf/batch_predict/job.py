@@ -27,14 +27,14 @@ import dataclasses
 from typing import Optional, Sequence, Tuple
 
 from data_utils import path_checks, paths
-from data_utils.batch_inputs import InputSpec, file_format
 from data_utils.errors import UsageError
 from data_utils.fingerprint import file_sha256
+from data_utils.text_inputs import InputSpec, file_format
 from xlnet_tf.export.directory import EXPORT_MARKER, read_export_marker
 from xlnet_tf.batch_predict.integrity import check_saved_model
 from xlnet_tf.export.layout import LAYOUT
 from xlnet_tf.tasks.batch import BatchKind
-from xlnet_tf.tasks.registry import TASKS
+from xlnet_tf.tasks.registry import batch_specs
 from xlnet_tf.tasks.spec import TaskSpec
 
 
@@ -73,7 +73,7 @@ def _marker(directory: str) -> Optional[dict]:
 def batch_kinds() -> Tuple[str, ...]:
   """The export kinds batch prediction takes (their specs name a batch
   kind)."""
-  return tuple(dict.fromkeys(s.export_kind for s in TASKS if s.batch))
+  return tuple(dict.fromkeys(s.export_kind for s in batch_specs()))
 
 
 def resolve_export(export_dir: str) -> Export:
@@ -99,7 +99,7 @@ def resolve_export(export_dir: str) -> Export:
     if marker is None:
       raise UsageError(f"{where}: no readable {EXPORT_MARKER}")
   kind = str(marker.get("kind"))
-  spec = next((s for s in TASKS if s.export_kind == kind and s.batch), None)
+  spec = next((s for s in batch_specs() if s.export_kind == kind), None)
   if spec is None:
     raise UsageError(f"{where}: a {kind} export; batch prediction takes "
                      f"{', '.join(batch_kinds())} exports")
@@ -137,9 +137,10 @@ def check_formats(export: Export, files: Sequence[str],
             if spec.input_format == "conll" else
             f"--input={path}: a .conll file is read as CoNLL sentences, which "
             "are")
-    raise UsageError(f"{what} read only by a token_classifier export (this "
-                     f"is a {export.kind} export); give --input_format=lines,"
-                     " tsv, csv or jsonl")
+    readers = [s.export_kind for s in batch_specs() if s.batch.conll]
+    raise UsageError(f"{what} read only by a {' or '.join(readers)} export "
+                     f"(this is a {export.kind} export); give "
+                     "--input_format=lines, tsv, csv or jsonl")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -163,8 +164,8 @@ class BatchJob:
   workers: int = 1
 
   def kind(self) -> BatchKind:
-    return self.export.spec.batch(self.export.meta, self.options,
-                                  self.export.spiece_model)
+    return self.export.spec.batch_kind(self.export.meta, self.options,
+                                       self.export.spiece_model)
 
   @property
   def input_root(self) -> str:

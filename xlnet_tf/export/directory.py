@@ -49,7 +49,8 @@ MARKER_FORMAT = 1
 # An export's kind names its serving contract (the signatures' inputs and
 # outputs: a regressor answers `score`, a classifier `logits`/`label`...), so
 # a client of one cannot use the other. Each task's spec names its kind
-# (`xlnet_tf/tasks/registry.py`, EXPORT_KINDS); here a kind is a name.
+# (`TaskSpec.export_kind`, from its package's `formats.py`); here a kind is
+# a name.
 _EXPORT_KIND = re.compile(r"^[a-z][a-z_]*$")
 
 # What `tf.saved_model.save` writes at the top of an export, the TFLite

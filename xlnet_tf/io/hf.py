@@ -25,9 +25,11 @@ from xlnet_tf.config import RunOptions
 from xlnet_tf.io.hf_config import HF_CONFIG, HFModelSpec, config_from_hf
 from xlnet_tf.io.hf_files import (read_hf_config, read_hf_tensors,
                                   write_hf_directory)
-from xlnet_tf.io.hf_names import (ENCODER_SCOPE, HF_EMBEDDING, LM_BIAS,
-                                  LM_WEIGHT, MASK_EMB, from_hf, link_of, to_hf)
+from xlnet_tf.io.hf_names import (ENCODER_SCOPE, HF_EMBEDDING, MASK_EMB,
+                                  from_hf, link_of, to_hf)
 from xlnet_tf.io.report import LoadReport
+# HF's XLNetLMHeadModel ties its head to the word embedding.
+from xlnet_tf.tasks.language_model.formats import LM_BIAS, LM_WEIGHT
 
 
 @dataclasses.dataclass

@@ -23,7 +23,9 @@ from absl import logging
 
 from xlnet_tf.checkpoint_files import CheckpointError
 from xlnet_tf.config import ConfigError, RunOptions, XLNetConfig
+from xlnet_tf.io.hf_heads import is_count
 from xlnet_tf.layers.layer_norm import LAYER_NORM_EPSILON
+from xlnet_tf.tasks.registry import specs_of_architecture
 
 HF_CONFIG = "config.json"
 
@@ -63,78 +65,6 @@ def _req(data: dict, key: str, source: str, *aliases):
   raise ConfigError(f"{source}: missing key '{key}'")
 
 
-def _summary_head(data: dict, source: str, notes: List[str]) -> dict:
-  """summary_* keys -> SequenceSummary arguments, refusing what differs."""
-  summary_type = data.get("summary_type", "last")
-  if summary_type == "cls_index":
-    # HF's cls_index summary without a cls_index takes the last token.
-    notes.append("summary_type 'cls_index' imported as 'last' (what HF does "
-                 "when no cls_index is passed)")
-    summary_type = "last"
-  if summary_type not in ("last", "first", "mean"):
-    raise ConfigError(f"{source}: summary_type {summary_type!r} cannot be "
-                      "represented (use last, first, mean or cls_index)")
-  use_proj = bool(data.get("summary_use_proj", True))
-  if data.get("summary_proj_to_labels"):
-    raise ConfigError(f"{source}: summary_proj_to_labels=true cannot be "
-                      "represented (the summary projection here keeps d_model)")
-  activation = data.get("summary_activation")
-  activation = None if activation in (None, "", "linear") else activation
-  if use_proj and activation != "tanh":
-    raise ConfigError(f"{source}: summary_activation {activation!r} cannot be "
-                      "represented (the summary projection here is tanh, as "
-                      "the original's)")
-  if not use_proj and activation is not None:
-    raise ConfigError(f"{source}: summary_activation {activation!r} without "
-                      "a projection cannot be represented")
-  if (data.get("summary_first_dropout") or 0) > 0:
-    notes.append("summary_first_dropout is not applied here (training only)")
-  return {"summary_type": summary_type, "use_summ_proj": use_proj}
-
-
-def _class_head(data: dict, source: str) -> dict:
-  """n_class, labels (when id2label is given) and task_name of a
-  classification config. id2label decides the count, as in transformers; a
-  num_labels that disagrees or ids that are not 0..C-1 are refused."""
-  count, id2label = data.get("num_labels"), data.get("id2label")
-  if count is not None and not _is_count(count):
-    raise ConfigError(f"{source}: num_labels {count!r} is not a positive "
-                      "count")
-  head = {"n_class": 2 if count is None else count}
-  if id2label:
-    try:
-      by_id = {int(k): str(v) for k, v in dict(id2label).items()}
-    except (TypeError, ValueError):
-      raise ConfigError(f"{source}: id2label must map integer ids to label "
-                        "names") from None
-    if sorted(by_id) != list(range(len(by_id))):
-      raise ConfigError(f"{source}: id2label ids are not 0..{len(by_id) - 1}")
-    if count is not None and count != len(by_id):
-      raise ConfigError(f"{source}: num_labels {count} does not match the "
-                        f"{len(by_id)} labels of id2label")
-    head.update(n_class=len(by_id), labels=[by_id[i] for i in sorted(by_id)])
-  if data.get("finetuning_task"):
-    head["task_name"] = str(data["finetuning_task"])
-  return head
-
-
-def _labels_to_hf(n_class: int, labels) -> dict:
-  """num_labels, id2label (JSON keys are strings) and label2id of a head of
-  `n_class` classes named `labels` (by id; None: HF's LABEL_<i>)."""
-  if labels is None:
-    labels = [f"LABEL_{i}" for i in range(n_class)]
-  labels = [str(name) for name in labels]
-  if len(labels) != n_class:
-    raise CheckpointError(f"{len(labels)} labels given for a head of "
-                          f"{n_class} classes")
-  if len(set(labels)) != n_class:
-    raise CheckpointError("repeated label names cannot be represented "
-                          "(HF's label2id maps each name to one id)")
-  return {"num_labels": n_class,
-          "id2label": {str(i): name for i, name in enumerate(labels)},
-          "label2id": {name: i for i, name in enumerate(labels)}}
-
-
 def config_from_hf(data: dict, source: str = HF_CONFIG) -> HFModelSpec:
   """Maps an HF XLNet `config.json` (as a dict) to this project.
 
@@ -169,8 +99,8 @@ def config_from_hf(data: dict, source: str = HF_CONFIG) -> HFModelSpec:
     config = XLNetConfig(
         n_layer=_req(data, "n_layer", source, "num_hidden_layers"),
         d_model=d_model, n_head=n_head,
-        d_head=data.get("d_head") or (d_model // n_head if _is_count(d_model)
-                                      and _is_count(n_head) else None),
+        d_head=data.get("d_head") or (d_model // n_head if is_count(d_model)
+                                      and is_count(n_head) else None),
         d_inner=_req(data, "d_inner", source),
         n_token=_req(data, "vocab_size", source, "n_token"),
         ff_activation=_ACT_FROM_HF[activation],
@@ -201,44 +131,14 @@ def config_from_hf(data: dict, source: str = HF_CONFIG) -> HFModelSpec:
 
   architectures = data.get("architectures") or ["XLNetModel"]
   architecture = architectures[0]
-  head: dict = {}
-  if architecture == "XLNetModel":
-    model = "base"
-  elif architecture == "XLNetLMHeadModel":
-    model = "lm"
-    head["tie_weight"] = bool(data.get("tie_word_embeddings", True))
-  elif architecture in ("XLNetForSequenceClassification",
-                        "XLNetForMultipleChoice"):
-    head.update(_summary_head(data, source, notes))
-    if architecture == "XLNetForMultipleChoice":
-      model = "multiple_choice"
-    else:
-      classes = _class_head(data, source)
-      regression = (data.get("problem_type") == "regression" or
-                    (classes["n_class"] == 1 and
-                     data.get("problem_type") is None))
-      model = "regression" if regression else "classification"
-      if regression:
-        del classes["n_class"]
-        classes.pop("labels", None)
-      head.update(classes)
-  elif architecture == "XLNetForTokenClassification":
-    # No summary: one Linear (`classifier`) on every position.
-    model = "token_classification"
-    head.update(_class_head(data, source))
-  elif architecture == "XLNetForQuestionAnswering":
-    model = "squad"
-    head.update(start_n_top=data.get("start_n_top", 5),
-                end_n_top=data.get("end_n_top", 5))
-  else:
-    model = "base"
+  model, head = "base", {}
+  specs = specs_of_architecture(architecture)
+  if specs:
+    model, head = specs[0].hf_head(data, source, notes)
+  elif architecture != "XLNetModel":
     notes.append(f"architecture {architecture} has no counterpart here; its "
                  "encoder is imported")
   return HFModelSpec(config, options, architecture, model, head, tuple(notes))
-
-
-def _is_count(v) -> bool:
-  return isinstance(v, int) and not isinstance(v, bool) and v > 0
 
 
 def config_to_hf(config: XLNetConfig, options: RunOptions,
@@ -294,29 +194,7 @@ def config_to_hf(config: XLNetConfig, options: RunOptions,
   for key, token_id in (("pad_token_id", 5), ("bos_token_id", 1),
                         ("eos_token_id", 2)):
     data[key] = token_id if token_id < config.n_token else None
-  if architecture == "XLNetLMHeadModel":
-    data["tie_word_embeddings"] = head.get("tie_weight", True)
-  if "summary_type" in head:
-    if head["summary_type"] not in ("last", "first", "mean"):
-      raise CheckpointError(
-          f"summary_type {head['summary_type']!r} cannot be represented: "
-          "transformers' XLNet summary supports last, first and mean")
-    # No projection, no activation: HF would apply tanh to the raw state
-    # (and transformers 5 refuses null, so "linear", its identity).
-    use_proj = head.get("use_summ_proj", True)
-    data.update(summary_type=head["summary_type"], summary_use_proj=use_proj,
-                summary_activation="tanh" if use_proj else "linear")
-  if architecture in ("XLNetForSequenceClassification",
-                      "XLNetForTokenClassification"):
-    n_class = head.get("n_class") or 1
-    data.update(_labels_to_hf(n_class, head.get("labels")))
-    data["finetuning_task"] = head.get("task_name")
-  if architecture == "XLNetForSequenceClassification":
-    # HF treats one label with no problem_type as regression.
-    data["problem_type"] = ("regression" if head.get("n_class") is None else
-                            "single_label_classification" if n_class > 1
-                            else None)
-  if architecture == "XLNetForQuestionAnswering":
-    data.update(start_n_top=head.get("start_n_top", 5),
-                end_n_top=head.get("end_n_top", 5))
+  specs = specs_of_architecture(architecture)
+  if specs:
+    data.update(specs[0].hf_fields(head))
   return data

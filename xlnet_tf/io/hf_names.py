@@ -2,7 +2,7 @@
 
 Weights (D d_model, N n_head, H d_head, F d_inner, V n_token, L n_layer;
 HF names of the encoder carry `transformer.` in every architecture but
-`XLNetModel`):
+`XLNetModel`; the heads' rows are their tasks', `tasks/<task>/formats.py`):
 
   original (this project)                       HuggingFace
   model/transformer/word_embedding/lookup_table word_embedding.weight   [V, D]
@@ -37,18 +37,18 @@ import numpy as np
 from xlnet_tf.checkpoint_files import CheckpointError
 from xlnet_tf.config import XLNetConfig
 from xlnet_tf.encoder import XLNetModel
+from xlnet_tf.tasks.registry import TASKS
 
 # The encoder's scope in the original's checkpoints (its variable names).
 ENCODER_SCOPE = XLNetModel.ORIGINAL_SCOPE
 MASK_EMB = f"{ENCODER_SCOPE}/mask_emb/mask_emb"
-LM_WEIGHT = "model/lm_loss/weight"
-LM_BIAS = "model/lm_loss/bias"
 HF_EMBEDDING = "word_embedding.weight"
 _SCOPE = ENCODER_SCOPE
 
 # One original name <-> one HF name: (pattern, HF template, transpose,
 # encoder). Dense kernels are [in, out] in TF and [out, in] in torch Linear;
 # the attention projections are plain [D, N, H] parameters on both sides.
+# The heads' rules are their tasks' (`TaskSpec.hf_names`).
 _RULES = [
     (rf"{_SCOPE}/word_embedding/lookup_table", HF_EMBEDDING, False, True),
     (MASK_EMB, "mask_emb", False, True),
@@ -62,30 +62,8 @@ _RULES = [
      r"layer.\1.ff.\2.weight", True, True),
     (rf"{_SCOPE}/layer_(\d+)/ff/(layer_[12])/bias",
      r"layer.\1.ff.\2.bias", False, True),
-    # The original multiplies by lm_loss/weight as by an embedding table, so it
-    # is [V, D] like the torch Linear weight: no transpose.
-    (LM_WEIGHT, "lm_loss.weight", False, False),
-    (LM_BIAS, "lm_loss.bias", False, False),
-    (r"model/sequnece_summary/summary/kernel",
-     "sequence_summary.summary.weight", True, False),
-    (r"model/sequnece_summary/summary/bias",
-     "sequence_summary.summary.bias", False, False),
-    (r"(?:model/(?:classification|regression)_[^/]+/logit|logits/dense)/kernel",
-     "logits_proj.weight", True, False),
-    (r"(?:model/(?:classification|regression)_[^/]+/logit|logits/dense)/bias",
-     "logits_proj.bias", False, False),
-    # XLNetForTokenClassification: one Linear on every position.
-    (r"model/token_classification_[^/]+/logit/kernel", "classifier.weight",
-     True, False),
-    (r"model/token_classification_[^/]+/logit/bias", "classifier.bias",
-     False, False),
-    (r"(start_logits|end_logits|answer_class)/(dense(?:_\d)?)/kernel",
-     r"\1.\2.weight", True, False),
-    (r"(start_logits|end_logits|answer_class)/(dense(?:_\d)?)/bias",
-     r"\1.\2.bias", False, False),
-    (r"end_logits/LayerNorm/gamma", "end_logits.LayerNorm.weight", False, False),
-    (r"end_logits/LayerNorm/beta", "end_logits.LayerNorm.bias", False, False),
-]
+] + [(pattern, template, transpose, False) for pattern, template, transpose
+      in dict.fromkeys(rule for spec in TASKS for rule in spec.hf_names)]
 # Stacked over layers in the original, one per layer in HF.
 _STACKED = re.compile(rf"{_SCOPE}/(r_w_bias|r_r_bias|r_s_bias|seg_embed)")
 

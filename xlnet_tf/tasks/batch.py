@@ -112,10 +112,9 @@ class BatchKind:
 
   `meta` is the export marker's `batch` entry (model facts: its
   SentencePiece model, lower-casing, max_seq_length, labels, signature),
-  `options` the job's own choices for this kind (e.g. layers)."""
+  `options` the job's own choices for this kind (e.g. layers), `name` the
+  export kind it reads (`TaskSpec.batch_kind`)."""
 
-  # The jobs a user picks with --job (empty: the export decides alone).
-  jobs: Tuple[str, ...] = ()
   # Whether rows may hold a second text (`text_b`: classifier pairs).
   pairs = False
   # Whether CoNLL sentences (`fields["words"]`) are rows it reads.
@@ -136,8 +135,10 @@ class BatchKind:
     del meta
     return rows
 
-  def __init__(self, meta: dict, options: dict, spiece_model: str):
+  def __init__(self, meta: dict, options: dict, spiece_model: str, *,
+               name: str):
     self.meta, self.options, self.spiece_model = meta, options, spiece_model
+    self.name = name
 
   @property
   def tokenizer(self) -> SentencePieceTokenizer:
@@ -162,4 +163,4 @@ class BatchKind:
   def example(self, key: Tuple[str, int], fields: dict, payload: Any,
               output: Any) -> bytes:
     """A tf.train.Example of the row, for kinds that write TFRecords."""
-    raise NotImplementedError(f"{self.name} writes no TFRecords")
+    raise NotImplementedError(f"a {self.name} export writes no TFRecords")

@@ -20,6 +20,9 @@ import tf_keras as keras
 from xlnet_tf.config import RunOptions, XLNetConfig
 from xlnet_tf.encoder import XLNetModel
 from xlnet_tf.tasks.base import XLNetTask
+from xlnet_tf.tasks.classification.formats import (CLASSIFIER_EXPORT_KIND,
+                                                   REGRESSOR_EXPORT_KIND)
+from xlnet_tf.tasks.losses import classification_loss  # noqa: F401 (API)
 from xlnet_tf.tasks.pooling import PooledTaskModel
 
 
@@ -75,19 +78,9 @@ class XLNetRegressor(PooledTaskModel):
     return dict(super().head_config(), task_name=self.task_name)
 
 
-def classification_loss(logits, labels):
-  """Per-example `-log softmax(logits)[label]`: `[B, C], [B] -> [B]`."""
-  return tf.nn.sparse_softmax_cross_entropy_with_logits(
-      labels=tf.cast(labels, tf.int32), logits=tf.cast(logits, tf.float32))
-
-
 def regression_loss(score, labels):
   """Per-example squared error: `[B], [B] -> [B]`."""
   return tf.square(tf.cast(score, tf.float32) - tf.cast(labels, tf.float32))
-
-
-# The export kinds its SavedModels record (`export/directory.py`).
-CLASSIFIER_EXPORT_KIND, REGRESSOR_EXPORT_KIND = "classifier", "regressor"
 
 
 class ClassifierTask(XLNetTask):

@@ -28,9 +28,6 @@ from xlnet_tf.tasks.batch import BatchKind, Padding, Prepared, RowProblem
 from xlnet_tf.tasks.language_model.scoring import (MARKERS, layout, pad_left,
                                                    summarize)
 
-JOBS = ("embed", "score")
-
-
 def embed_length(counts: List[int], window: int, full_windows: bool) -> int:
   """The padded length of a batch of texts with `counts` pieces: the
   longest row (pieces + 2 markers), whole windows of `window` when it needs
@@ -50,7 +47,8 @@ def embed_length(counts: List[int], window: int, full_windows: bool) -> int:
 
 
 class LanguageModelBatch(BatchKind):
-  jobs = JOBS
+  """Its options (`batch_flags.options`): `job`, and for embed `layers`,
+  `poolings`, `piece_vectors`."""
 
   @property
   def job(self) -> str:

@@ -54,31 +54,11 @@ from xlnet_tf.encoder import XLNetModel
 from xlnet_tf.io.hf_files import is_hf_directory
 from xlnet_tf.io.original import load_original_checkpoint
 from xlnet_tf.masks import memory_mask
+from xlnet_tf.tasks.language_model.choices import (  # noqa: F401 (API)
+    POOLINGS, SIGNATURE_POOLINGS, layer_indices, pooling_names)
 from xlnet_tf.tasks.pooling import SequenceSummary
 
-POOLINGS = ("last", "first", "mean", "attn", "masked_mean")
 SUMMARY_BIAS = SequenceSummary.ORIGINAL_SCOPE + "/summary_bias"
-# What the `embed_text` signature pools (attn needs a trained summary).
-SIGNATURE_POOLINGS = ("last", "first", "mean", "masked_mean")
-
-
-def layer_indices(layers: Sequence[int], n_layer: int) -> Tuple[int, ...]:
-  """Layer indices in [0, n_layer] (negative ones count from the end: -1 is
-  n_layer); ValueError (one line) for any outside.
-
-  Example:
-    >>> layer_indices([-1, 0, -2], 12)
-    (12, 0, 11)
-  """
-  out = []
-  for layer in layers:
-    if not -(n_layer + 1) <= int(layer) <= n_layer:
-      raise ValueError(f"layer {layer}: the model has layers 0 (embeddings) "
-                       f"to {n_layer} (-1 = {n_layer})")
-    out.append(int(layer) % (n_layer + 1))
-  if not out:
-    raise ValueError("no layer chosen")
-  return tuple(out)
 
 
 def encode_layers(encoder: XLNetModel, input_ids, segment_ids, input_mask,
@@ -221,10 +201,7 @@ class Embedder:
                poolings: Sequence[str] = ("masked_mean",),
                max_seq_length: int = 128, mem_len: Optional[int] = None,
                summary: Optional[SequenceSummary] = None):
-    unknown = [p for p in poolings if p not in POOLINGS]
-    if unknown:
-      raise ValueError(f"unknown pooling {unknown[0]!r}; use "
-                       f"{', '.join(POOLINGS)}")
+    poolings = pooling_names(poolings)
     if "attn" in poolings and summary is None:
       raise ValueError("pooling 'attn' needs a trained attn summary "
                        "(load_attn_summary)")
@@ -235,7 +212,7 @@ class Embedder:
     # Built here: variables cannot be made inside the traced conditionals.
     build_once(*[x for x in (encoder, summary) if x is not None])
     self.layers = layer_indices(layers, encoder.config.n_layer)
-    self.poolings = tuple(poolings)
+    self.poolings = poolings
     self.max_seq_length = max_seq_length
     self.mem_len = mem_len or max_seq_length
     self.full_windows = "mean" in self.poolings

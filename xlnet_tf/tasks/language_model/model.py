@@ -17,6 +17,7 @@ import tf_keras as keras
 from xlnet_tf.encoder import XLNetModel
 from xlnet_tf.initializers import fresh
 from xlnet_tf.tasks.base import TaskModel, XLNetTask
+from xlnet_tf.tasks.language_model.formats import EXPORT_KIND
 
 
 @keras.utils.register_keras_serializable(package="xlnet_tf")
@@ -106,10 +107,6 @@ class XLNetPretrainer(TaskModel):
 
   def head_config(self) -> dict:
     return {"tie_weight": self.tie_weight}
-
-
-# The export kind its SavedModel records (`export/directory.py`).
-EXPORT_KIND = "language_model"
 
 
 class PretrainTask(XLNetTask):

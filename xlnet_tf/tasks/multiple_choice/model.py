@@ -21,7 +21,8 @@ import tf_keras as keras
 from xlnet_tf.config import RunOptions, XLNetConfig
 from xlnet_tf.encoder import XLNetModel
 from xlnet_tf.tasks.base import XLNetTask
-from xlnet_tf.tasks.classification.model import classification_loss
+from xlnet_tf.tasks.losses import classification_loss
+from xlnet_tf.tasks.multiple_choice.formats import EXPORT_KIND
 from xlnet_tf.tasks.pooling import PooledTaskModel
 
 FEATURE_KEYS = ("input_ids", "segment_ids", "input_mask")
@@ -59,10 +60,6 @@ class XLNetForMultipleChoice(PooledTaskModel):
 
   def head_config(self) -> dict:
     return dict(super().head_config(), n_choice=self.n_choice)
-
-
-# The export kind its SavedModels record (`export/directory.py`).
-EXPORT_KIND = "multiple_choice"
 
 
 class MultipleChoiceTask(XLNetTask):

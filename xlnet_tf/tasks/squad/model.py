@@ -24,6 +24,7 @@ from xlnet_tf.layers.dropout import SeededDropout
 from xlnet_tf.layers.layer_norm import LayerNorm
 from xlnet_tf.masks import MASK_PENALTY
 from xlnet_tf.tasks.base import TaskModel, XLNetTask
+from xlnet_tf.tasks.squad.formats import EXPORT_KIND
 
 
 def _masked(logits, p_mask):
@@ -191,10 +192,6 @@ def squad_loss(outputs, start_positions, end_positions, is_impossible=None):
         labels=tf.cast(is_impossible, tf.float32),
         logits=outputs["cls_logits"]))
   return loss
-
-
-# The export kind its SavedModels record (`export/directory.py`).
-EXPORT_KIND = "squad"
 
 
 class SquadTask(XLNetTask):

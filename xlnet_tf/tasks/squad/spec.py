@@ -1,12 +1,10 @@
-"""Span extraction (`run_squad.py`). Its model kind was called `qa`."""
+"""Span extraction (`run_squad.py`)."""
 
-from xlnet_tf.tasks.spec import TaskSpec
-from xlnet_tf.tasks.squad.model import EXPORT_KIND, XLNetForQuestionAnswering
-from xlnet_tf.tasks.squad.serving import export_squad
-from xlnet_tf.tasks.squad.workflow import SquadOptions, SquadWorkflow, run
+from xlnet_tf.tasks.spec import TaskSpec, workflow_fields
+from xlnet_tf.tasks.squad import formats
 
-SPEC = TaskSpec("squad", XLNetForQuestionAnswering,
-                "XLNetForQuestionAnswering", EXPORT_KIND, export_squad,
-                SquadOptions, SquadWorkflow, run, ("run_squad.py",),
-                aliases=("qa",))
+SPEC = TaskSpec.of_formats(
+    formats, "xlnet_tf.tasks.squad.model:XLNetForQuestionAnswering",
+    **workflow_fields("xlnet_tf.tasks.squad.workflow", "SquadOptions",
+                      "SquadWorkflow"))
 SPECS = (SPEC,)

@@ -32,7 +32,8 @@ from data_utils.ner.alignment import AlignedSentence, WordPieces, align_words
 from data_utils.ner.features import (NerFeatureSettings, context_ids,
                                      merge_words, sentence_windows)
 from data_utils.ner.schemes import convert
-from data_utils.ner.text import entity_spans, words_with_offsets
+from data_utils.ner.text import (entity_spans, joined_words,
+                                 words_with_offsets)
 from data_utils.text_inputs import Row
 from xlnet_tf.tasks.batch import (FEATURES, BatchKind, Padding, Prepared,
                                   left_padded, real_length, trimmed)
@@ -47,11 +48,7 @@ def sentence_text(fields: dict) -> Tuple[str, List[str], List[Tuple[int, int]]]:
     ('EU rejects', ['EU', 'rejects'], [(0, 2), (3, 10)])
   """
   if "words" in fields:
-    text = " ".join(fields["words"])
-    offsets, start = [], 0
-    for word in fields["words"]:
-      offsets.append((start, start + len(word)))
-      start += len(word) + 1
+    text, offsets = joined_words(fields["words"])
     return text, list(fields["words"]), offsets
   words, offsets = words_with_offsets(fields["text"])
   return fields["text"], words, offsets
@@ -97,8 +94,9 @@ def with_document_context(rows: Iterable, words: int) -> Iterator:
 class TokenClassifierBatch(BatchKind):
   conll = True
 
-  def __init__(self, meta: dict, options: dict, spiece_model: str):
-    super().__init__(meta, options, spiece_model)
+  def __init__(self, meta: dict, options: dict, spiece_model: str, *,
+               name: str):
+    super().__init__(meta, options, spiece_model, name=name)
     self.settings = NerFeatureSettings(
         meta["max_seq_length"], meta["doc_stride"],
         document_context=bool(meta["document_context"]),

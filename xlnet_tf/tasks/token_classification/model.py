@@ -24,6 +24,7 @@ from xlnet_tf.config import RunOptions, XLNetConfig
 from xlnet_tf.encoder import XLNetModel
 from xlnet_tf.tasks.base import TaskModel, XLNetTask
 from xlnet_tf.tasks.pooling import LogitHead
+from xlnet_tf.tasks.token_classification.formats import EXPORT_KIND
 
 
 @keras.utils.register_keras_serializable(package="xlnet_tf")
@@ -74,10 +75,6 @@ def token_classification_loss(logits, label_ids):
   weights = tf.cast(labelled, tf.float32)
   return tf.math.divide_no_nan(tf.reduce_sum(per_position * weights),
                                tf.reduce_sum(weights))
-
-
-# The export kind its SavedModels record (`export/directory.py`).
-EXPORT_KIND = "token_classifier"
 
 
 class TokenClassificationTask(XLNetTask):

@@ -1,16 +1,11 @@
 """Token classification, named entities (`run_ner.py`)."""
 
-from xlnet_tf.tasks.spec import TaskSpec
-from xlnet_tf.tasks.token_classification.batch import TokenClassifierBatch
-from xlnet_tf.tasks.token_classification.model import (
-    EXPORT_KIND, XLNetForTokenClassification)
-from xlnet_tf.tasks.token_classification.serving import export_token_classifier
-from xlnet_tf.tasks.token_classification.workflow import (NerOptions,
-                                                          NerWorkflow, run)
+from xlnet_tf.tasks.spec import TaskSpec, workflow_fields
+from xlnet_tf.tasks.token_classification import formats
 
-SPEC = TaskSpec("token_classification", XLNetForTokenClassification,
-                "XLNetForTokenClassification", EXPORT_KIND,
-                export_token_classifier, NerOptions, NerWorkflow, run,
-                ("run_ner.py", "run_batch_predict.py"),
-                batch=TokenClassifierBatch)
+_PACKAGE = "xlnet_tf.tasks.token_classification"
+SPEC = TaskSpec.of_formats(
+    formats, f"{_PACKAGE}.model:XLNetForTokenClassification",
+    batch_at=f"{_PACKAGE}.batch:TokenClassifierBatch",
+    **workflow_fields(f"{_PACKAGE}.workflow", "NerOptions", "NerWorkflow"))
 SPECS = (SPEC,)

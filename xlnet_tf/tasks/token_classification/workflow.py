@@ -40,7 +40,8 @@ from data_utils.outputs import output_name
 from data_utils.path_checks import check_store
 from xlnet_tf.tasks.token_classification.metrics import (
     entity_metrics, majority_baseline_tags, majority_tags)
-from xlnet_tf.tasks import TokenClassificationTask, export_token_classifier
+from xlnet_tf.tasks.token_classification.model import TokenClassificationTask
+from xlnet_tf.tasks.token_classification.serving import export_token_classifier
 from xlnet_tf.training import checkpoint_number
 from xlnet_tf.finetuning.inference import run_inference
 from xlnet_tf.finetuning.driver import FinetuneOptions, FinetuneWorkflow

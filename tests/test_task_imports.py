@@ -1,0 +1,78 @@
+"""Importing a task loads that task: the registry and the specs are light
+(each task's `spec` and `formats` only), one task's model loads no other
+task, and a batch worker loads its own kind and no tensorflow_text (the
+exports it reads are plain TensorFlow ops). Each case imports in a fresh
+interpreter and reads its `sys.modules`."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from xlnet_tf.tasks.registry import TASKS, batch_specs
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PACKAGES = sorted({s.model_at.split(".")[2] for s in TASKS})
+# What the registry loads of every task package.
+LIGHT = ("spec", "formats")
+
+
+def _loaded(*modules, then: str = "None") -> tuple:
+  """`(modules loaded once `modules` are imported, those loaded once the
+  expression `then` is evaluated after)`, in a new process."""
+  code = ("import importlib, json, sys\n"
+          f"for name in {list(modules)!r}:\n"
+          "  importlib.import_module(name)\n"
+          "before = sorted(sys.modules)\n"
+          f"{then}\n"
+          "print(json.dumps([before, sorted(sys.modules)]))")
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+  done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env,
+                        capture_output=True, text=True, timeout=600)
+  assert done.returncode == 0, done.stderr[-3000:]
+  before, after = json.loads(done.stdout.strip().splitlines()[-1])
+  return set(before), set(after)
+
+
+def _heavy(loaded: set, package: str) -> list:
+  """The modules of task `package` loaded beyond the light ones."""
+  prefix = f"xlnet_tf.tasks.{package}."
+  return sorted(m for m in loaded if m.startswith(prefix)
+                and m[len(prefix):] not in LIGHT)
+
+
+def _others(loaded: set, package: str) -> dict:
+  """{other task package: its modules loaded beyond the light ones}."""
+  return {p: _heavy(loaded, p) for p in PACKAGES if p != package
+          and _heavy(loaded, p)}
+
+
+def test_the_registry_loads_no_task_and_a_public_name_its_own():
+  """`xlnet_tf`, `xlnet_tf.tasks` and the registry load every spec and no
+  task; `xlnet_tf.XLNetForQuestionAnswering` loads its task alone."""
+  before, after = _loaded("xlnet_tf", "xlnet_tf.tasks",
+                          "xlnet_tf.tasks.registry",
+                          then="xlnet_tf = importlib.import_module('xlnet_tf')"
+                          "; xlnet_tf.XLNetForQuestionAnswering")
+  assert _others(before, None) == {}
+  assert {f"xlnet_tf.tasks.{p}.spec" for p in PACKAGES} <= before
+  assert "tensorflow_text" not in before
+  assert "xlnet_tf.tasks.squad.model" in after
+  assert _others(after, "squad") == {}
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_a_task_and_its_batch_worker_load_no_other_task(package):
+  """A task's model, and a batch worker's modules with its kind (the Beam
+  pipeline, the model handler), load neither another task nor
+  tensorflow_text."""
+  kinds = [s.batch_at.partition(":")[0] for s in batch_specs()
+           if s.model_at.split(".")[2] == package]
+  worker = ["xlnet_tf.batch_predict.pipeline"] + kinds[:1] if kinds else []
+  loaded, _ = _loaded(f"xlnet_tf.tasks.{package}.model", *worker)
+  assert f"xlnet_tf.tasks.{package}.model" in loaded
+  assert set(worker) <= loaded
+  assert _others(loaded, package) == {}
+  assert "tensorflow_text" not in loaded
