@@ -12,9 +12,7 @@ import re
 import shlex
 import unicodedata
 
-from absl import flags
-
-from entry_points import ENTRY_POINTS, define_flags_of, entry_of, flags_of
+from entry_points import ENTRY_POINTS, defined_flags, entry_of, flags_of
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = ["README.md", "CHANGELOG.md"] + sorted(
@@ -218,14 +216,8 @@ def enum_values(entry: str) -> dict:
   absl entry point or defines its flags elsewhere."""
   if entry not in ENTRY_POINTS:
     return {}
-  define = define_flags_of(entry)
-  before = set(flags.FLAGS)
-  define()
-  new = {key: flags.FLAGS[key] for key in flags.FLAGS if key not in before}
-  for key in new:
-    delattr(flags.FLAGS, key)
-  return {flag.name: tuple(flag.parser.enum_values)
-          for flag in new.values()
+  return {name: tuple(flag.parser.enum_values)
+          for name, flag in defined_flags(entry).items()
           if getattr(flag.parser, "enum_values", None)}
 
 

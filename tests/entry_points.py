@@ -85,21 +85,25 @@ def _with_negations(found: Dict[str, flags.Flag]) -> FrozenSet[str]:
 
 
 @functools.lru_cache(maxsize=None)
-def _defined(entry: str) -> Tuple[FrozenSet[str], FrozenSet[str]]:
-  """(own long names, own names with the `no` forms of booleans)."""
+def _defined(entry: str) -> Dict[str, flags.Flag]:
   define = define_flags_of(entry)
   before = set(flags.FLAGS)
   define()
   new = {key: flags.FLAGS[key] for key in flags.FLAGS if key not in before}
   for key in new:
     delattr(flags.FLAGS, key)
-  return (frozenset(flag.name for flag in new.values()),
-          _with_negations(new))
+  return {flag.name: flag for flag in new.values()}
+
+
+def defined_flags(entry: str) -> Dict[str, flags.Flag]:
+  """{long name: absl Flag} of what `entry`'s `define_flags()` defines
+  (defined, read and deleted again; their defaults, enum values, ...)."""
+  return dict(_defined(entry))
 
 
 def own_flags(entry: str) -> FrozenSet[str]:
   """The long names of the flags `entry`'s `define_flags()` defines."""
-  return _defined(entry)[0]
+  return frozenset(_defined(entry))
 
 
 def builtin_flags(entry: str) -> FrozenSet[str]:
@@ -121,7 +125,7 @@ def flags_of(entry: str) -> FrozenSet[str]:
   `noname`; a benchmark's, from its source."""
   if entry in ARGPARSE_SCRIPTS:
     return _argparse_flags(ARGPARSE_SCRIPTS[entry])
-  return _defined(entry)[1] | builtin_flags(entry)
+  return _with_negations(_defined(entry)) | builtin_flags(entry)
 
 
 def _benchmarks() -> Dict[str, str]:
