@@ -88,6 +88,18 @@ def assert_close(actual, expected, atol=1e-5, rtol=1e-5, name=""):
                              atol=atol, rtol=rtol, err_msg=name)
 
 
+def shared_weights(model, store: dict, rng):
+  """Builds `model` and gives it `store`'s weights, drawn from `rng` (x 0.3)
+  by the first model: models of other options compute with the same
+  numbers, so their outputs compare. Returns `model`."""
+  model.build()
+  if "weights" not in store:
+    store["weights"] = [rng.randn(*w.shape).astype(np.float32) * 0.3
+                        for w in model.get_weights()]
+  model.set_weights(store["weights"])
+  return model
+
+
 def corpus_slice(shared_path, directory, n_lines):
   """Writes the first `n_lines` of the shared English corpus to
   `directory/corpus.txt`; returns its path."""
@@ -200,6 +212,27 @@ def start(cmd, timeout=900, env=None, cwd=ROOT):
   """`run(cmd, timeout, env, cwd)` begun now on a background thread;
   `.result()` waits for its CompletedProcess."""
   return _NOW.submit(run, cmd, timeout, env, cwd)
+
+
+def killed_after_save(setup: str = "") -> str:
+  """A program for `python -c` taking `script kill_at flags...`: runs the
+  entry script, which SIGKILLs itself right after saving the checkpoint of
+  step `kill_at` (0: never): a kill at a known point, not a race with a run
+  this fast. `setup`: lines run first (e.g. a patch)."""
+  return setup + """
+import os, runpy, signal, sys
+from xlnet_tf.training import Trainer
+script, kill_at = sys.argv.pop(1), int(sys.argv.pop(1))
+real_save = Trainer._save
+def save(self, step):
+  path = real_save(self, step)
+  if step == kill_at:
+    os.kill(os.getpid(), signal.SIGKILL)
+  return path
+Trainer._save = save
+sys.argv[0] = script
+runpy.run_path(script, run_name="__main__")
+"""
 
 
 def pytest_configure(config):

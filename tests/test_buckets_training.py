@@ -23,7 +23,7 @@ import tensorflow as tf
 
 import xlnet_tf as xt
 from conftest import ROOT, corpus_slice, refused, run, shared_dir, spiece_path
-from conftest import start
+from conftest import killed_after_save, start
 from data_utils.pretraining import examples as pd
 from data_utils.pretraining.create_pretrain_data import create_pretrain_data
 from object_stores import make_gcs_bucket, make_s3_bucket
@@ -45,22 +45,8 @@ for rel in paths.walk_files(source):
   paths.copy(paths.join(source, *rel.split("/")), to)
 """
 
-# An entry script SIGKILLed by itself right after saving the checkpoint of
-# step argv[2]: a kill at a known point (as tests/test_train_resume.py).
-_KILLED_AFTER_SAVE = """
-import os, runpy, signal, sys
-from xlnet_tf.training import Trainer
-script, kill_at = sys.argv.pop(1), int(sys.argv.pop(1))
-real_save = Trainer._save
-def save(self, step):
-  path = real_save(self, step)
-  if step == kill_at:
-    os.kill(os.getpid(), signal.SIGKILL)
-  return path
-Trainer._save = save
-sys.argv[0] = script
-runpy.run_path(script, run_name="__main__")
-"""
+# An entry script SIGKILLed by itself right after saving a checkpoint.
+_KILLED_AFTER_SAVE = killed_after_save()
 
 
 def _bucket(store):

@@ -10,7 +10,7 @@ import tensorflow as tf
 
 import xlnet_tf as xt
 from xlnet_tf.tasks import classification_loss
-from conftest import assert_close
+from conftest import assert_close, shared_weights
 
 CONFIG = xt.XLNetConfig(n_layer=2, d_model=16, n_head=2, d_head=8, d_inner=32,
                         n_token=50)
@@ -40,12 +40,7 @@ def _classifier(**options_and_head):
   options = {"dropout": 0.0, "dropatt": 0.0, "mem_len": M, **options_and_head}
   model = xt.XLNetClassifier(xt.XLNetModel(CONFIG, xt.RunOptions(**options)),
                              n_class=3, **head)
-  model.build()
-  if "weights" not in _WEIGHTS:
-    _WEIGHTS["weights"] = [RNG.randn(*w.shape).astype(np.float32) * 0.3
-                           for w in model.get_weights()]
-  model.set_weights(_WEIGHTS["weights"])
-  return model
+  return shared_weights(model, _WEIGHTS, RNG)
 
 
 def _grads(model, logits_of, training=False):

@@ -11,7 +11,7 @@ import tensorflow as tf
 import xlnet_tf as xt
 from xlnet_tf import seeds
 from xlnet_tf.tasks import classification_loss
-from conftest import assert_close
+from conftest import assert_close, shared_weights
 
 CONFIG = xt.XLNetConfig(n_layer=2, d_model=16, n_head=2, d_head=8, d_inner=32,
                         n_token=50)
@@ -39,12 +39,7 @@ def _classifier(n_bptt=1, **options):
   model = xt.XLNetClassifier(xt.XLNetModel(CONFIG, xt.RunOptions(**options)),
                              n_class=3, segment_length=S,
                              bptt_segments=n_bptt)
-  model.build()
-  if "weights" not in _WEIGHTS:
-    _WEIGHTS["weights"] = [RNG.randn(*w.shape).astype(np.float32) * 0.3
-                           for w in model.get_weights()]
-  model.set_weights(_WEIGHTS["weights"])
-  return model
+  return shared_weights(model, _WEIGHTS, RNG)
 
 
 def _loss_and_grads(model, logits_of):

@@ -12,8 +12,8 @@ import pytest
 import tensorflow as tf
 
 import xlnet_tf as xt
-from conftest import (early_result, event_scalars, rte_flags, run,
-                      shared_dir, start)
+from conftest import (early_result, event_scalars, killed_after_save,
+                      rte_flags, run, shared_dir, start)
 
 # n_token: the released vocabulary (the classifier refuses a smaller one).
 CONFIG = xt.XLNetConfig(n_layer=2, d_model=16, n_head=2, d_head=8, d_inner=32,
@@ -21,29 +21,16 @@ CONFIG = xt.XLNetConfig(n_layer=2, d_model=16, n_head=2, d_head=8, d_inner=32,
 STEPS = 6
 
 # run_classifier.py, SIGKILLed by itself right after saving the checkpoint
-# of step argv[1] (0: never): a kill at a known point, not a race with a
-# run this fast. The export after training is left out (not what is tested
-# here, and the slowest part).
-_KILLED_AFTER_SAVE = """
-import os, runpy, signal, sys
-from xlnet_tf.training import Trainer
-from xlnet_tf.finetuning.driver import FinetuneWorkflow
-FinetuneWorkflow.export = lambda self, checkpoint=None: {}
-kill_at = int(sys.argv.pop(1))
-real_save = Trainer._save
-def save(self, step):
-  path = real_save(self, step)
-  if step == kill_at:
-    os.kill(os.getpid(), signal.SIGKILL)
-  return path
-Trainer._save = save
-sys.argv[0] = "run_classifier.py"
-runpy.run_path("run_classifier.py", run_name="__main__")
-"""
+# of step kill_at (0: never). The export after training is left out (not
+# what is tested here, and the slowest part).
+_KILLED_AFTER_SAVE = killed_after_save(
+    "from xlnet_tf.finetuning.driver import FinetuneWorkflow\n"
+    "FinetuneWorkflow.export = lambda self, checkpoint=None: {}\n")
 
 
 def _command(flags, kill_at=0):
-  return [sys.executable, "-c", _KILLED_AFTER_SAVE, str(kill_at), *flags]
+  return [sys.executable, "-c", _KILLED_AFTER_SAVE, "run_classifier.py",
+          str(kill_at), *flags]
 
 
 def _flags(shared, tmp_path, name):
