@@ -111,7 +111,8 @@ def main(argv):
 
 def define_flags() -> None:
   """`python -m data_utils.train_spiece`'s flags."""
-  flags.DEFINE_string("input", None, "Text file, one sentence/paragraph a line.")
+  flags.DEFINE_string("input", None,
+                      "Text file, one sentence/paragraph a line.")
   flags.DEFINE_string("model_prefix", None, "Output prefix.")
   flags.DEFINE_integer("vocab_size", 8000, "Pieces.")
   flags.DEFINE_enum("model_type", "unigram", ["unigram", "bpe"], "Model type.")
