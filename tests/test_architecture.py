@@ -228,7 +228,7 @@ def test_only_a_task_spells_its_kinds():
   home = {}
   for spec in registry.TASKS:
     package = spec.model_at.split(".")[2]
-    for name in (spec.name, spec.export_kind):
+    for name in filter(None, (spec.name, spec.export_kind)):
       home.setdefault(name, set()).add(package)
   found, at_home = [], set()
   for module, path in sorted(SOURCES.items()):
