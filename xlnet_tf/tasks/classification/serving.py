@@ -53,8 +53,8 @@ from data_utils.tokenization import (CLS_ID, SEG_ID_A, SEG_ID_B, SEG_ID_CLS,
                                      SEG_ID_PAD, SEP_ID)
 from xlnet_tf.export.directory import check_export_dir, save_atomically
 from xlnet_tf.tasks.base import feature_specs, signature, string_spec
-from xlnet_tf.tasks.classification.model import (CLASSIFIER_EXPORT_KIND,
-                                                 REGRESSOR_EXPORT_KIND)
+from xlnet_tf.tasks.classification.formats import (CLASSIFIER_EXPORT_KIND,
+                                                   REGRESSOR_EXPORT_KIND)
 
 
 def _keep(ids: tf.RaggedTensor, n: tf.Tensor,

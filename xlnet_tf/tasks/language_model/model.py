@@ -17,7 +17,6 @@ import tf_keras as keras
 from xlnet_tf.encoder import XLNetModel
 from xlnet_tf.initializers import fresh
 from xlnet_tf.tasks.base import TaskModel, XLNetTask
-from xlnet_tf.tasks.language_model.formats import EXPORT_KIND
 
 
 @keras.utils.register_keras_serializable(package="xlnet_tf")

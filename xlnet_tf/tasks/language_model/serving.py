@@ -64,8 +64,9 @@ from xlnet_tf.tasks.language_model.embeddings import (SIGNATURE_POOLINGS,
                                                       embed_text_signature,
                                                       encode_layers,
                                                       pool_states)
+from xlnet_tf.tasks.language_model.formats import EXPORT_KIND
 from xlnet_tf.tasks.language_model.generation import decode
-from xlnet_tf.tasks.language_model.model import EXPORT_KIND, XLNetPretrainer
+from xlnet_tf.tasks.language_model.model import XLNetPretrainer
 from xlnet_tf.tasks.language_model.scoring import target_log_probs
 
 GENERATION_OUTPUTS = ("tokens", "log_probs", "lengths", "text",

@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from xlnet_tf.export.directory import check_export_dir, save_atomically
 from xlnet_tf.tasks.base import feature_specs, signature
-from xlnet_tf.tasks.multiple_choice.model import EXPORT_KIND
+from xlnet_tf.tasks.multiple_choice.formats import EXPORT_KIND
 
 
 class MultipleChoiceServer(tf.Module):

@@ -9,7 +9,7 @@ import tensorflow as tf
 from data_utils.errors import UsageError
 from xlnet_tf.export.directory import check_export_dir, save_atomically
 from xlnet_tf.tasks.base import feature_specs, signature
-from xlnet_tf.tasks.squad.model import EXPORT_KIND
+from xlnet_tf.tasks.squad.formats import EXPORT_KIND
 
 SQUAD_OUTPUTS = ("start_top_log_probs", "start_top_index",
                  "end_top_log_probs", "end_top_index", "cls_logits")

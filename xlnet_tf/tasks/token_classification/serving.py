@@ -65,7 +65,7 @@ from data_utils.ner.schemes import (PREFIX_CODES, boundary_table, split_tag,
 from data_utils.tokenization import SentencePieceTokenizer
 from xlnet_tf.export.directory import check_export_dir, save_atomically
 from xlnet_tf.tasks.base import feature_specs, signature, string_spec
-from xlnet_tf.tasks.token_classification.model import EXPORT_KIND
+from xlnet_tf.tasks.token_classification.formats import EXPORT_KIND
 
 # numpy's names on TF ops: `windows.py`'s rules run in the graph on it.
 tnp = tf.experimental.numpy
