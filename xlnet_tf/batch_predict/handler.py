@@ -24,6 +24,7 @@ import tensorflow as tf
 from apache_beam.ml.inference.base import ModelHandler, PredictionResult
 
 from data_utils.progress import Progress
+from xlnet_tf.batch_predict.integrity import unregistered_ops
 from xlnet_tf.tasks.batch import BatchKind, Prepared
 
 NAMESPACE = "xlnet_tf_batch_predict"
@@ -48,6 +49,11 @@ class ExportModelHandler(ModelHandler):
     self._progress = None
 
   def load_model(self):
+    if unregistered_ops(self.export_path):
+      # An export with raw-text signatures (a language model's) holds
+      # tensorflow_text's ops; the features versions of fine-tuned models
+      # hold none, and their workers never load it.
+      import tensorflow_text  # noqa: F401  pylint: disable=import-outside-toplevel
     return tf.saved_model.load(self.export_path)
 
   def run_inference(self, batch: Sequence[Any], model,

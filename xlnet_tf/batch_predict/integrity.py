@@ -18,11 +18,12 @@ TensorFlow's checkpoint reader: both read a `gs://` export.
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from typing import Sequence, Set
 
 import tensorflow as tf
 from google.protobuf.message import DecodeError
 from tensorflow.core.protobuf import saved_model_pb2
+from tensorflow.python.framework import op_def_registry
 from tensorflow.python.training import py_checkpoint_reader
 
 from data_utils import paths
@@ -32,14 +33,28 @@ _AGAIN = "export it again"
 _DATA_FILE = re.compile(r"variables\.data-\d{5}-of-\d{5}")
 
 
+def _saved_model(path: str) -> saved_model_pb2.SavedModel:
+  model = saved_model_pb2.SavedModel()
+  model.ParseFromString(paths.read_bytes(paths.join(path, "saved_model.pb")))
+  return model
+
+
+def unregistered_ops(path: str) -> Set[str]:
+  """The ops of the SavedModel at `path` that this process's TensorFlow
+  does not know (a raw-text signature's tensorflow_text ops, until
+  `import tensorflow_text` registers them)."""
+  graph = _saved_model(path).meta_graphs[0].graph_def
+  ops = {n.op for n in graph.node} | {
+      n.op for f in graph.library.function for n in f.node_def}
+  return {op for op in ops if op_def_registry.get(op) is None}
+
+
 def check_saved_model(path: str, signatures: Sequence[str], where: str
                       ) -> None:
   """UsageError (`where`: the `--export_dir=...` prefix) unless the
   SavedModel at `path` parses, has `signatures` and its variables read."""
-  model = saved_model_pb2.SavedModel()
   try:
-    model.ParseFromString(paths.read_bytes(paths.join(path,
-                                                      "saved_model.pb")))
+    model = _saved_model(path)
   except (OSError, DecodeError) as e:
     raise UsageError(f"{where}: saved_model.pb is not a SavedModel "
                      f"({one_line(e)}); {_AGAIN}") from None

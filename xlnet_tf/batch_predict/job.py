@@ -6,7 +6,9 @@ The export is a directory this project wrote:
     `text/`, ... versions): the newest version of `features` is read (plain
     TensorFlow ops: workers need no tensorflow_text);
   - one version directory (`<export_dir>/features/<step>`, or `text/...`);
-  - a language-model export (`run_generate.py --export_dir`).
+  - a language-model export (`run_generate.py --export_dir`), whose
+    raw-text signatures hold tensorflow_text's ops: the worker that loads it
+    registers them (`handler.py`).
 Its marker's `batch` entry says how it was made (its SentencePiece model,
 copied into `assets.extra/`, lower-casing, lengths, labels, signature,
 what the kind adds: a token classifier's document context); an export
