@@ -15,7 +15,7 @@
 Texts longer than `--max_seq_length` (pieces + <sep> <cls>) are read window
 by window with the memory (`--mem_len`, default the window). Poolings:
 last, first, mean, attn (a checkpoint fine-tuned with summary_type=attn),
-masked_mean (padding excluded); see `xlnet_tf/tasks/embeddings.py`.
+masked_mean (padding excluded); see `xlnet_tf/tasks/language_model/embeddings.py`.
 """
 
 import json
@@ -27,9 +27,11 @@ from data_utils.lm.embedding_files import (EmbeddingWriter, output_files,
                                            text_pieces)
 from data_utils.progress import Progress
 from data_utils.text_inputs import read_texts
-from xlnet_tf.tasks.language_model.embeddings import (POOLINGS, Embedder, check_attn_summary,
-                                       embed_pieces, layer_indices,
-                                       load_attn_summary)
+from xlnet_tf.tasks.language_model.choices import POOLINGS, flag_choices
+from xlnet_tf.tasks.language_model.embeddings import (Embedder,
+                                                      check_attn_summary,
+                                                      embed_pieces,
+                                                      load_attn_summary)
 from xlnet_tf.tasks.language_model.workflow import (check_lm_flags, check_lm_model,
                                    check_mem_len, check_output_file,
                                    define_lm_flags, load_from_flags,
@@ -63,14 +65,9 @@ def _settings(f):
   check_positive(f.max_seq_length, "max_seq_length", minimum=2)
   if f.mem_len is not None:
     check_positive(f.mem_len, "mem_len")
-  try:
-    layers = [int(x) for x in f.layers]
-  except ValueError:
-    raise UsageError(f"--layers={','.join(f.layers)}: not integers") from None
-  poolings = list(dict.fromkeys(f.pooling))
-  for name in poolings:
-    if name not in POOLINGS:
-      raise UsageError(f"--pooling={name}: use any of {', '.join(POOLINGS)}")
+  config = check_lm_model(f).config
+  layers, poolings = flag_choices(f.layers, f.pooling, config.n_layer)
+  poolings = list(poolings)
   if not poolings and not f.piece_vectors:
     raise UsageError("--pooling is empty and --nopiece_vectors: nothing to "
                      "write")
@@ -81,7 +78,6 @@ def _settings(f):
     check_output_file(path, "output_file", f.overwrite)
   if "attn" in poolings:
     check_attn_summary(f.init_checkpoint)
-  config = check_lm_model(f).config
   return layers, poolings, files, config
 
 
@@ -92,10 +88,6 @@ def _run():
   check_mem_len(f, config, max(min(f.batch_size, len(texts)), 1),
                 machine_memory())
   lm, tokenizer = load_from_flags(f, need_lm_head=False)
-  try:
-    layers = layer_indices(layers, lm.config.n_layer)
-  except ValueError as e:
-    raise UsageError(f"--layers={','.join(f.layers)}: {e}") from None
   summary = (load_attn_summary(f.init_checkpoint, lm.config)
              if "attn" in poolings else None)
   embedder = Embedder(lm.encoder, layers, poolings, f.max_seq_length,

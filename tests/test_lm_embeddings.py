@@ -234,3 +234,14 @@ def test_run_embed_writes_what_the_api_computes(lm, short, shared,
     assert_close(r["vectors"], w["vectors"][:, [0, 2]])
     for name in ("last", "masked_mean"):
       assert_close(r["pooled"][name], w["pooled"][name][[0, 2]])
+  # Bad choices are refused before any work, with the shared check's line.
+  bad = subprocess.run(
+      [sys.executable, "run_embed.py", f"--init_checkpoint={tmp_path}/hf",
+       f"--spiece_model_file={spiece_path(shared)}",
+       f"--input_file={tmp_path}/in.txt", f"--output_file={tmp_path}/b.jsonl",
+       "--layers=0,5", "--pooling=last"], cwd=ROOT, capture_output=True,
+      text=True)
+  assert (bad.returncode, bad.stderr.strip().splitlines()[-1]) == (
+      2, "run_embed: --layers=0,5: layer 5: the model has layers 0 "
+      "(embeddings) to 2 (-1 = 2)")
+  assert not (tmp_path / "b.jsonl").exists()

@@ -1,6 +1,6 @@
 """Every task's `TaskSpec`, registered once (each task package's
 `spec.py`), and the look-ups the tables of tasks use. Adding a task is
-adding its package and one line here. The specs are light (see
+adding its package and one line in PACKAGES. The specs are light (see
 `spec.py`): importing this module loads no task.
 
   >>> [spec.name for spec in TASKS]
@@ -13,18 +13,18 @@ adding its package and one line here. The specs are light (see
 
 from __future__ import annotations
 
+import importlib
 from typing import Dict, Tuple
 
-from xlnet_tf.tasks.classification import spec as classification
-from xlnet_tf.tasks.language_model import spec as language_model
-from xlnet_tf.tasks.multiple_choice import spec as multiple_choice
 from xlnet_tf.tasks.spec import TaskSpec
-from xlnet_tf.tasks.squad import spec as squad
-from xlnet_tf.tasks.token_classification import spec as token_classification
 
-TASKS: Tuple[TaskSpec, ...] = (*classification.SPECS, *multiple_choice.SPECS,
-                               *squad.SPECS, *token_classification.SPECS,
-                               *language_model.SPECS)
+# One line per task: its package under xlnet_tf/tasks/, whose spec.py holds
+# its SPECS (light: loading them loads no task).
+PACKAGES = ("classification", "multiple_choice", "squad",
+            "token_classification", "language_model")
+TASKS: Tuple[TaskSpec, ...] = tuple(
+    spec for package in PACKAGES
+    for spec in importlib.import_module(f"xlnet_tf.tasks.{package}.spec").SPECS)
 _BY_NAME: Dict[str, TaskSpec] = {s.name: s for s in TASKS}
 
 

@@ -11,8 +11,7 @@ from absl import flags
 
 from data_utils.errors import UsageError
 from xlnet_tf.tasks.language_model.choices import (SIGNATURE_POOLINGS,
-                                                   layer_indices,
-                                                   pooling_names)
+                                                   flag_choices)
 
 JOBS = ("embed", "score")
 
@@ -37,14 +36,8 @@ def options(f, kind: str, meta: dict) -> dict:
   if f.job == "score":
     chosen = {"job": "score"}
   else:
-    try:
-      layers = layer_indices(f.layers, int(meta["n_layer"]))
-    except ValueError as e:
-      raise UsageError(f"--layers={','.join(f.layers)}: {e}") from None
-    try:
-      poolings = pooling_names(f.pooling, SIGNATURE_POOLINGS)
-    except ValueError as e:
-      raise UsageError(f"--pooling={','.join(f.pooling)}: {e}") from None
+    layers, poolings = flag_choices(f.layers, f.pooling, int(meta["n_layer"]),
+                                    SIGNATURE_POOLINGS)
     chosen = {"job": "embed", "layers": list(layers),
               "poolings": list(poolings), "piece_vectors": True}
   if f.tfrecord and f.job != "embed":

@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from typing import Iterable, Sequence, Tuple, Union
 
+from data_utils.errors import UsageError
+
 POOLINGS = ("last", "first", "mean", "attn", "masked_mean")
 # What the `embed_text` / `embed_ids` signatures pool (attn needs a trained
 # summary).
@@ -50,3 +52,28 @@ def pooling_names(names: Iterable[str], known: Sequence[str] = POOLINGS
     if name not in known:
       raise ValueError(f"unknown pooling {name!r}; use {', '.join(known)}")
   return chosen
+
+
+def flag_choices(layers: Sequence[str], pooling: Sequence[str], n_layer: int,
+                 known: Sequence[str] = POOLINGS
+                 ) -> Tuple[Tuple[int, ...], Tuple[str, ...]]:
+  """The `--layers` and `--pooling` flags' values checked: (layer indices,
+  poolings); a one-line UsageError names the flag and its value.
+
+  Example:
+    >>> flag_choices(["-1"], ["mean", "mean"], 2)
+    ((2,), ('mean',))
+    >>> flag_choices(["3"], ["mean"], 2)
+    Traceback (most recent call last):
+    ...
+    data_utils.errors.UsageError: --layers=3: layer 3: the model has layers 0 (embeddings) to 2 (-1 = 2)
+  """
+  try:
+    indices = layer_indices(layers, n_layer)
+  except ValueError as e:
+    raise UsageError(f"--layers={','.join(layers)}: {e}") from None
+  try:
+    names = pooling_names(pooling, known)
+  except ValueError as e:
+    raise UsageError(f"--pooling={','.join(pooling)}: {e}") from None
+  return indices, names
