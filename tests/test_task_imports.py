@@ -10,7 +10,9 @@ import subprocess
 import sys
 
 import pytest
+import tf_keras as keras
 
+import xlnet_tf as xt
 from xlnet_tf.tasks.registry import TASKS, batch_specs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -76,3 +78,20 @@ def test_a_task_and_its_batch_worker_load_no_other_task(package):
   assert set(worker) <= loaded
   assert _others(loaded, package) == {}
   assert "tensorflow_text" not in loaded
+
+
+def test_a_saved_task_model_deserializes_after_a_bare_import(tmp_path):
+  """Keras finds a task model by its registered name before its task is
+  imported: a fresh process that only imported `xlnet_tf` rebuilds it
+  (the same class and config), loading that task and no other."""
+  config = xt.XLNetConfig(n_layer=1, d_model=8, n_head=2, d_head=4,
+                          d_inner=16, n_token=20)
+  model = xt.XLNetForQuestionAnswering(xt.XLNetModel(config))
+  (tmp_path / "m.json").write_text(json.dumps(keras.layers.serialize(model)))
+  rebuilt = ("import tf_keras\n"
+             f"m = tf_keras.layers.deserialize(json.load(open({str(tmp_path / 'm.json')!r})))\n"
+             f"assert type(m).__name__ == {type(model).__name__!r}, m\n"
+             f"assert m.get_config() == {model.get_config()!r}")
+  before, after = _loaded("xlnet_tf", "json", then=rebuilt)
+  assert _others(before, None) == {}
+  assert _heavy(after, "squad") and _others(after, "squad") == {}

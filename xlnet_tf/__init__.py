@@ -14,6 +14,8 @@ Public API:
 
 import importlib
 
+import tf_keras as keras
+
 from xlnet_tf.io import (CheckpointError, LoadReport, load_checkpoint,
                          load_native_checkpoint, load_original_checkpoint,
                          save_native_checkpoint, save_original_checkpoint)
@@ -46,3 +48,21 @@ def __getattr__(name: str):
 
 def __dir__():
   return sorted(set(globals()) | set(_TASK_NAMES))
+
+
+def _stand_in(name: str) -> type:
+  """What Keras' registry holds for the lazily imported class `name` until
+  its module loads (the class then registers itself over it): deserializing
+  one imports the class and builds that, so a saved task model loads after
+  a bare `import xlnet_tf`, as it did when every task was imported."""
+
+  def from_config(cls, config):
+    del cls
+    return __getattr__(name).from_config(config)
+
+  return type(name, (), {"from_config": classmethod(from_config)})
+
+
+for _name in _TASK_NAMES:  # every one registered as "xlnet_tf>ClassName"
+  keras.saving.get_custom_objects().setdefault(f"xlnet_tf>{_name}",
+                                               _stand_in(_name))
