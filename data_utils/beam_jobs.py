@@ -36,7 +36,7 @@ _MARKED = re.compile(re.escape(_MARK) + "(.*?)" + re.escape(_MARK))
 # class that runs it.
 _DIRECT = ("directrunner", "direct", "switchingdirectrunner")
 LOCAL = "data_utils.beam_direct.PythonDirectRunner"
-# The runners the suite runs both jobs on (README: "Beam runners").
+# The runners the suite runs both jobs on (docs/beam.md).
 TESTED = ("DirectRunner in process and with 2 worker processes",)
 # Runner class name -> why it is refused.
 REFUSED = {

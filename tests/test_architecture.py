@@ -1,4 +1,4 @@
-"""The house rules the README's architecture section states, read from the
+"""The house rules docs/architecture.md states, read from the
 source: imports point down the floors, no cycles, no function-level imports
 of the project's own modules in the packages and entry scripts (tests and
 benchmarks may import inside a test or a subprocess's function), no module

@@ -104,7 +104,7 @@ def pretrain_dir(golden, tmp_path_factory):
 
 def test_default_hf_export_runs_in_transformers_at_any_batch_size(
     pretrain_dir, tmp_path, capsys):
-  """The README's command on a pretraining model_dir: bi_data, mem_len and
+  """docs/conversion.md's command on a pretraining model_dir: bi_data, mem_len and
   reuse_len (pretraining's data options) are not carried, the report says
   so, and transformers computes at batch sizes 1 and 3 what this project's
   LM scripts compute (their model: load_language_model)."""

@@ -296,7 +296,7 @@ def _features_export_without_tf_text(shared, exports, tmp_path):
   out = json.loads(res.stdout.strip().splitlines()[-1])
   for key in ("saved_model", "converted", "float32"):
     np.testing.assert_allclose(out[key], expected, atol=1e-5, err_msg=key)
-  # TensorFlow's own saved_model_cli, as the README prints it.
+  # TensorFlow's own saved_model_cli, as docs/serving.md prints it.
   npz = tmp_path / "in.npz"
   res = subprocess.run(
       [os.path.join(os.path.dirname(sys.executable), "saved_model_cli"),

@@ -40,7 +40,7 @@ builder's own (anything else in it is refused), whose files are named by a
 hash of what they hold and never written over (one that exists is reused).
 Recording them would add a locked ledger write per input range for files
 that cannot clobber anything; owning the folder whole keeps "delete
-ids_cache/ once the records are built" (README) safe.
+ids_cache/ once the records are built" (docs/pretraining.md) safe.
 
 **Runs at the same time** (`claimed`): the check above reads what is on
 disk, so two runs of other builds started together would both pass it and
