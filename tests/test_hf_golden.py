@@ -22,7 +22,7 @@ from xlnet_tf import convert, pretrained
 
 CASES = {
     "case_finetune": ["--task_name=sts", "--model=classification"],
-    "case_squad": ["--model=qa"],
+    "case_squad": ["--model=squad"],
     "case_race": ["--model=multiple_choice"],
     "case_pretrain": ["--model=lm"],
 }
