@@ -241,6 +241,28 @@ def pytest_configure(config):
       "module, begins when the session does (conftest.early_result)")
 
 
+_EXIT_STATUS = []
+
+
+def pytest_sessionfinish(session, exitstatus):
+  del session
+  _EXIT_STATUS.append(int(exitstatus))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+  """Ends the process once pytest is done, with its exit status: at the
+  interpreter's own teardown TensorFlow may destroy a tf.data iterator
+  whose pool thread waits for the lock the destroying thread holds (seen
+  once after a full run: the summary printed, the process alive), and a
+  hung `make test` would fail CI after every test passed."""
+  del config
+  if _EXIT_STATUS:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(_EXIT_STATUS[-1])
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _early_runs(request, tmp_path_factory):
   for item in request.session.items:
