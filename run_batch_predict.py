@@ -37,8 +37,8 @@ from data_utils import beam_jobs, path_checks, paths
 from data_utils.errors import UsageError, check_positive, run_app, run_main
 from data_utils.text_inputs import (FORMATS, InputSpec, check_spec,
                                     file_format, input_files)
-from xlnet_tf.batch_predict.job import (BatchJob, check_formats,
-                                        resolve_export)
+from xlnet_tf.batch_predict.job import (BUCKETINGS, PRECISIONS, BatchJob,
+                                        check_formats, resolve_export)
 from xlnet_tf.batch_predict.run import check_output_dir, run_job, summary
 from xlnet_tf.tasks.registry import batch_specs
 from xlnet_tf.tasks.spec import load
@@ -65,8 +65,15 @@ def define_flags() -> None:
     for name in load(module).define_flags():
       flags.declare_key_flag(name)
   flags.DEFINE_integer("batch_size", 32, "Rows per model call, at most.")
-  flags.DEFINE_bool("bucketing", True, "Batch rows of similar length "
-                    "together (less padding).")
+  flags.DEFINE_enum("bucketing", "global", list(BUCKETINGS),
+                    "global: batch rows (and a long text's windows) of "
+                    "similar length across the whole input (least padding, "
+                    "bounded memory); bundle: sort each Beam bundle; none: "
+                    "batches in arrival order.")
+  flags.DEFINE_enum("precision", "float32", list(PRECISIONS),
+                    "bfloat16: run the model in bfloat16 (fast only on CPUs "
+                    "with AVX512_BF16 or AMX; labels may differ on near "
+                    "ties).")
   flags.DEFINE_integer("rows_per_shard", 50_000, "Rows per output shard.")
   flags.DEFINE_bool("overwrite", False, "Replace output-named files in "
                     "--output_dir that this job did not write.")
@@ -163,7 +170,8 @@ def job_from_flags(f):
   job = BatchJob(export, f.input, tuple(files), spec, options,
                  paths.absolute(f.output_dir), f.rows_per_shard, f.tfrecord,
                  f.batch_size, f.bucketing, f.overwrite,
-                 _expected_rows(files, spec), max(workers, default=1))
+                 _expected_rows(files, spec), max(workers, default=1),
+                 f.precision)
   check_output_dir(job)
   return job, beam_args
 

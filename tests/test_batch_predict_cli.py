@@ -34,7 +34,8 @@ TINY = xt.XLNetConfig(n_layer=1, d_model=16, n_head=2, d_head=8, d_inner=32,
 DEFAULTS = dict(export_dir=None, input=None, input_format="auto",
                 text_column=None, text_b_column=None, output_dir=None,
                 job=None, layers=["-1"], pooling=["masked_mean"],
-                tfrecord=False, batch_size=4, bucketing=True,
+                tfrecord=False, batch_size=4, bucketing="global",
+                precision="float32",
                 rows_per_shard=50_000, overwrite=False, runner=None,
                 pipeline_options=None)
 

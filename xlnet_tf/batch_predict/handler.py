@@ -20,11 +20,10 @@ from __future__ import annotations
 
 from typing import Any, Iterable, List, Optional, Sequence
 
-import tensorflow as tf
 from apache_beam.ml.inference.base import ModelHandler, PredictionResult
 
 from data_utils.progress import Progress
-from xlnet_tf.batch_predict.integrity import unregistered_ops
+from xlnet_tf.batch_predict.engine import load_export
 from xlnet_tf.tasks.batch import BatchKind, Prepared
 
 NAMESPACE = "xlnet_tf_batch_predict"
@@ -40,21 +39,17 @@ class ExportModelHandler(ModelHandler):
   inference)`, the inference being the kind's output for the row."""
 
   def __init__(self, export_path: str, kind: BatchKind, batch_size: int,
-               expected_rows: Optional[int] = None):
+               expected_rows: Optional[int] = None,
+               precision: str = "float32"):
     # Whole batches: Beam's estimator would otherwise start at one row and
     # grow with its timings (many small batches on short jobs).
     super().__init__(min_batch_size=batch_size, max_batch_size=batch_size)
     self.export_path, self.kind = export_path, kind
-    self.expected_rows = expected_rows
+    self.expected_rows, self.precision = expected_rows, precision
     self._progress = None
 
   def load_model(self):
-    if unregistered_ops(self.export_path):
-      # An export with raw-text signatures (a language model's) holds
-      # tensorflow_text's ops; the features versions of fine-tuned models
-      # hold none, and their workers never load it.
-      import tensorflow_text  # noqa: F401  pylint: disable=import-outside-toplevel
-    return tf.saved_model.load(self.export_path)
+    return load_export(self.export_path, self.precision)
 
   def run_inference(self, batch: Sequence[Any], model,
                     inference_args: Optional[dict] = None

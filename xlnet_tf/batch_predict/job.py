@@ -145,6 +145,12 @@ def check_formats(export: Export, files: Sequence[str],
                      "--input_format=lines, tsv, csv or jsonl")
 
 
+# How rows are batched (`pipeline.py`): global length buckets, Beam's
+# per-bundle sort, or arrival order.
+BUCKETINGS = ("global", "bundle", "none")
+PRECISIONS = ("float32", "bfloat16")
+
+
 @dataclasses.dataclass(frozen=True)
 class BatchJob:
   """Everything a worker needs, checked: the export, the input files and
@@ -160,10 +166,11 @@ class BatchJob:
   rows_per_shard: int = 50_000
   tfrecord: bool = False
   batch_size: int = 32
-  bucketing: bool = True
+  bucketing: str = "global"
   overwrite: bool = False
   expected_rows: Optional[int] = None
   workers: int = 1
+  precision: str = "float32"
 
   def kind(self) -> BatchKind:
     return self.export.spec.batch_kind(self.export.meta, self.options,

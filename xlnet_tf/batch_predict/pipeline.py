@@ -155,7 +155,8 @@ class BatchPredict(beam.PTransform):
     handler = KeyedModelHandler(ExportModelHandler(
         job.export.path, job.kind(), job.batch_size,
         expected_rows=(-(-job.expected_rows // job.workers)
-                       if job.expected_rows else None)))
+                       if job.expected_rows else None),
+        precision=job.precision))
     read = (root
             | "Files" >> beam.Create(list(job.files))
             | "Spread files" >> beam.Reshuffle()
@@ -166,7 +167,7 @@ class BatchPredict(beam.PTransform):
                 | "Prepare" >> beam.ParDo(_Prepare(job)).with_outputs(
                     DEAD, main="ok"))
     ready = prepared.ok
-    if job.bucketing:
+    if job.bucketing != "none":
       ready = (ready
                | "Batch by length" >> SortAndBatchElements(
                    min_batch_size=1, max_batch_size=job.batch_size,
