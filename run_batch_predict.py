@@ -29,6 +29,7 @@ Any path may be in a bucket: `--input` and `--output_dir` on `gs://` or
 import json
 import os
 import re
+import sys
 from typing import Optional
 
 from absl import flags
@@ -40,6 +41,7 @@ from data_utils.text_inputs import (FORMATS, InputSpec, check_spec,
 from xlnet_tf.batch_predict.job import (BUCKETINGS, PRECISIONS, BatchJob,
                                         check_formats, resolve_export)
 from xlnet_tf.batch_predict.run import check_output_dir, run_job, summary
+from xlnet_tf.precision import cpu_has_native_bfloat16
 from xlnet_tf.tasks.registry import batch_specs
 from xlnet_tf.tasks.spec import load
 
@@ -80,6 +82,9 @@ def define_flags() -> None:
   beam_jobs.define_flags()
 
 
+BF16_EMULATED = ("run_batch_predict: --precision=bfloat16: this CPU has no "
+                 "AVX512_BF16 or AMX; bfloat16 is emulated and slower than "
+                 "float32")
 _WORKERS = re.compile(r"^--(?:direct_num_workers|num_workers|"
                       r"max_num_workers)=(\d+)$")
 
@@ -173,6 +178,9 @@ def job_from_flags(f):
                  _expected_rows(files, spec), max(workers, default=1),
                  f.precision)
   check_output_dir(job)
+  if f.precision == "bfloat16" and cpu_has_native_bfloat16() is False:
+    # The job still runs (its answers can be compared with float32's).
+    print(BF16_EMULATED, file=sys.stderr, flush=True)
   return job, beam_args
 
 

@@ -1,23 +1,219 @@
 """How a worker loads an export and runs its signatures.
 
-`load_export(path, precision)` returns an object whose `.signatures[name]`
+`load_export(path, precision)` returns an `Engine` whose `.signatures[name]`
 are called with `[B, L]` tensors and return a dict of tensors, as the
-loaded SavedModel's are.
+loaded SavedModel's are (same names, dtypes and shapes).
+
+Each signature is frozen once, on first use: its variables become
+constants of one inlined graph (`convert_variables_to_constants_v2`), which
+the worker then runs as a plain function.
+  float32   the frozen graph as it is; a shape called more than
+            `XLA_AFTER` times runs under XLA from then on (compiled once per
+            shape and process, seconds at XLNet-Base; then faster than the
+            SavedModel's graph: benchmarks/README.md, issue 38). String
+            outputs (a classifier's `label`) are looked up outside XLA,
+            which has no strings.
+  bfloat16  every float32 MatMul, BatchMatMul and Einsum of the frozen
+            graph computes in bfloat16 (its inputs cast to bfloat16, its
+            result cast back), the rest in float32: outputs differ from
+            float32 by bfloat16 rounding only, with float32 in and out.
+            TensorFlow's own `auto_mixed_precision_onednn_bfloat16`
+            grappler pass changed nothing on an AVX2 CPU (TF 2.20), so
+            the rewrite is done here. Fast only on CPUs with AVX512_BF16
+            or AMX (`precision.cpu_has_native_bfloat16`); elsewhere
+            bfloat16 is emulated and slower than float32.
+Nothing outside the engine's own functions changes (no process-wide
+grappler, thread or XLA setting).
 """
 
 from __future__ import annotations
 
+import collections
+from typing import Callable, Dict, List, Optional, Sequence, Set
+
 import tensorflow as tf
+from tensorflow.core.framework import types_pb2
+from tensorflow.python.framework.convert_to_constants import \
+    convert_variables_to_constants_v2
 
 from xlnet_tf.batch_predict.integrity import unregistered_ops
 
+ENGINE_PRECISIONS = ("float32", "bfloat16")
+# The ops that hold XLNet's FLOPs; elementwise ops, softmax and layer norm
+# stay float32 (as Keras' mixed_bfloat16 keeps its variables and norms).
+MATMUL_OPS = frozenset({"MatMul", "BatchMatMul", "BatchMatMulV2",
+                        "BatchMatMulV3", "Einsum"})
+_BF16, _F32 = types_pb2.DT_BFLOAT16, types_pb2.DT_FLOAT
+# Calls of one input shape before it is compiled: a shape seen once or
+# twice (a bucket's last, short batch) would cost more to compile than XLA
+# saves; the shapes a job repeats (full batches of common lengths) pay once.
+XLA_AFTER = 2
 
-def load_export(export_path: str, precision: str = "float32"):
-  """The export at `export_path`, ready to call in `precision`."""
-  del precision
+
+def _cast(graph_def, name: str, source: str, src, dst, device: str) -> None:
+  node = graph_def.node.add()
+  node.op, node.name, node.device = "Cast", name, device
+  node.input.append(source)
+  node.attr["SrcT"].type, node.attr["DstT"].type = src, dst
+  node.attr["Truncate"].b = False
+
+
+def bfloat16_graph(graph_def) -> tuple:
+  """`(graph_def', n)`: `graph_def` (frozen: no functions) with its `n`
+  float32 matmul ops (`MATMUL_OPS`) computing in bfloat16. Each such node
+  `x` becomes `x/bfloat16` on bfloat16 casts of its inputs, and `x` a cast
+  of that back to float32, so every consumer reads float32 as before
+  (casts of constant weights are folded by grappler on first run)."""
+  out = tf.compat.v1.GraphDef()
+  out.versions.CopyFrom(graph_def.versions)
+  out.library.CopyFrom(graph_def.library)
+  changed = 0
+  for node in graph_def.node:
+    if node.op not in MATMUL_OPS or node.attr["T"].type != _F32:
+      out.node.add().CopyFrom(node)
+      continue
+    changed += 1
+    inner = out.node.add()
+    inner.CopyFrom(node)
+    inner.name = node.name + "/bfloat16"
+    inner.attr["T"].type = _BF16
+    for i, source in enumerate(node.input):
+      if source.startswith("^"):  # a control input carries no value
+        continue
+      cast = f"{node.name}/bfloat16_input{i}"
+      _cast(out, cast, source, _F32, _BF16, node.device)
+      inner.input[i] = cast
+    _cast(out, node.name, inner.name, _BF16, _F32, node.device)
+  return out, changed
+
+
+def _string_part(graph_def, outputs: Sequence[str]) -> tuple:
+  """`(frontier, names)` of the string `outputs` (tensor names): the
+  non-constant, non-string tensors they are computed from and the nodes
+  in between (those producing strings, with the constants they read)."""
+  nodes = {n.name: n for n in graph_def.node}
+  part: Set[str] = set()
+  frontier: List[str] = []
+  todo = [name.split(":")[0] for name in outputs]
+  while todo:
+    name = todo.pop()
+    if name in part:
+      continue
+    part.add(name)
+    for source in nodes[name].input:
+      if source.startswith("^"):
+        continue
+      op = source.split(":")[0]
+      node = nodes[op]
+      strings = node.op == "Const" or any(
+          v.type == types_pb2.DT_STRING for k, v in node.attr.items()
+          if k in ("T", "dtype", "Tparams", "out_type"))
+      if strings:
+        todo.append(op)
+      elif source not in frontier:
+        frontier.append(source if ":" in source else source + ":0")
+  return frontier, part
+
+
+class FrozenSignature:
+  """One signature of the export as a frozen graph: called with the
+  signature's keyword tensors, returns its dict of tensors."""
+
+  def __init__(self, signature, precision: str = "float32",
+               xla_after: Optional[int] = None):
+    frozen = convert_variables_to_constants_v2(signature)
+    jit = xla_after is not None
+    self.xla_after, self._seen = xla_after, collections.Counter()
+    graph_def = frozen.graph.as_graph_def()
+    self.bfloat16_ops = 0
+    if precision == "bfloat16":
+      graph_def, self.bfloat16_ops = bfloat16_graph(graph_def)
+    self._inputs = [t.name for t in frozen.inputs]
+    self._keys = [t.name.split(":")[0] for t in frozen.inputs]
+    self._structure = signature.structured_outputs
+    outputs = [t.name for t in frozen.outputs]
+    strings = [name for name, t in zip(outputs, frozen.outputs)
+               if t.dtype == tf.string]
+    frontier = []
+    if jit and strings:
+      frontier, part = _string_part(graph_def, strings)
+      for node in graph_def.node:
+        if node.name in part:
+          # Control edges into the lookup (the function boundary's) would
+          # tie it to the model's inputs; it reads only the frontier.
+          data = [x for x in node.input if not x.startswith("^")]
+          del node.input[:]
+          node.input.extend(data)
+    imported = tf.compat.v1.wrap_function(
+        lambda: tf.compat.v1.import_graph_def(graph_def, name=""), [])
+    find = imported.graph.as_graph_element
+    self._plain = imported.prune([find(x) for x in self._inputs],
+                                 [find(x) for x in outputs])
+    self._outputs, self._strings = outputs, None
+    if not jit:
+      return
+    numeric = [o for o in outputs if o not in strings]
+    # One trace for every shape (XLA still compiles each shape it meets).
+    specs = [tf.TensorSpec.from_tensor(t) for t in frozen.inputs]
+    self._xla = tf.function(
+        imported.prune([find(x) for x in self._inputs],
+                       [find(x) for x in numeric + frontier]),
+        input_signature=specs, jit_compile=True)
+    self._numeric, self._frontier = numeric, frontier
+    if strings:
+      self._strings = imported.prune([find(x) for x in frontier],
+                                     [find(x) for x in strings])
+
+  def __call__(self, **tensors) -> Dict[str, tf.Tensor]:
+    args = [tensors[k] for k in self._keys]
+    shape = tuple(tuple(a.shape) for a in args)
+    self._seen[shape] += 1
+    if self.xla_after is None or self._seen[shape] <= self.xla_after:
+      flat = self._plain(*args)
+    else:
+      got = dict(zip(self._numeric + self._frontier, self._xla(*args)))
+      if self._strings is not None:
+        names = [o for o in self._outputs if o not in got]
+        got.update(zip(names, self._strings(
+            *[got[x] for x in self._frontier])))
+      flat = [got[o] for o in self._outputs]
+    return tf.nest.pack_sequence_as(self._structure, flat)
+
+
+class Engine:
+  """A loaded export whose `.signatures[name]` are `FrozenSignature`s,
+  each built on first use and kept."""
+
+  def __init__(self, loaded, precision: str = "float32",
+               xla_after: Optional[int] = None):
+    self.loaded, self.precision, self.xla_after = loaded, precision, xla_after
+    self.signatures = _Signatures(self)
+
+
+class _Signatures(dict):
+  def __init__(self, engine: Engine):
+    super().__init__()
+    self._engine = engine
+
+  def __missing__(self, name: str) -> Callable:
+    e = self._engine
+    self[name] = FrozenSignature(
+        e.loaded.signatures[name], e.precision,
+        e.xla_after if e.precision == "float32" else None)
+    return self[name]
+
+
+def load_export(export_path: str, precision: str = "float32",
+                xla_after: Optional[int] = XLA_AFTER) -> Engine:
+  """The export at `export_path`, ready to call in `precision`
+  (`ENGINE_PRECISIONS`). float32 runs a shape under XLA from its
+  `xla_after`+1-th call on (0: always, None: never; see the module
+  docstring)."""
+  if precision not in ENGINE_PRECISIONS:
+    raise ValueError(f"precision {precision!r}: one of {ENGINE_PRECISIONS}")
   if unregistered_ops(export_path):
     # An export with raw-text signatures (a language model's) holds
     # tensorflow_text's ops; the features versions of fine-tuned models
     # hold none, and their workers never load it.
     import tensorflow_text  # noqa: F401  pylint: disable=import-outside-toplevel
-  return tf.saved_model.load(export_path)
+  return Engine(tf.saved_model.load(export_path), precision, xla_after)
