@@ -331,10 +331,11 @@ def test_embed_ids_is_the_embedder(lm_export, lm, sp_tokenizer):
   ids = [sp_tokenizer.encode_ids(t) for t in LM_TEXTS]
   assert [len(x) + 2 > WINDOW for x in ids] == [False] * 3 + [True]
   longest = max(len(x) for x in ids[:3]) + 2
-  assert longest < WINDOW
+  tight = max(len(x) for x in ids) + 2  # a partial first window
+  assert longest < WINDOW < tight and tight % WINDOW
   for batch, length, segmented in ((ids[:3], WINDOW, False),
                                    (ids[:3], longest, False),
-                                   (ids, 3 * WINDOW, True)):
+                                   (ids, 3 * WINDOW, True), (ids, tight, True)):
     f = window_features(batch, length)
     got = _call(loaded.signatures["embed_ids"], layers=layers, **f)
     assert sorted(got) == sorted(SIGNATURE_POOLINGS + ("states",))
@@ -345,8 +346,8 @@ def test_embed_ids_is_the_embedder(lm_export, lm, sp_tokenizer):
     for name in SIGNATURE_POOLINGS:
       assert got[name].shape == (len(batch), 2, LM_CONFIG.d_model)
       assert_close(got[name], pooled[name], atol=1e-5, rtol=0, name=name)
-  # `embed_ids` of the embedder (whole windows, one text past a window):
-  # the same vectors and pooled vectors.
+  # `embed_ids` of the embedder (whole windows, one text past a window) and
+  # the signature on the tight layout: the same vectors and pooled vectors.
   for b, (vectors, pooled) in enumerate(embedder.embed_ids(ids)):
     n = len(ids[b])
     assert_close(np.transpose(got["states"][b, :, -n - 2:-2], [1, 0, 2]),
@@ -362,11 +363,6 @@ def test_embed_ids_is_the_embedder(lm_export, lm, sp_tokenizer):
                      match=r"layers: indices must be in \[0, 2\]"):
     loaded.signatures["embed_ids"](layers=tf.constant([3]), **{
         k: tf.constant(v) for k, v in f.items()})
-  with pytest.raises(tf.errors.InvalidArgumentError,
-                     match="input_ids: length must be at most 8 or a "
-                     "multiple of it"):
-    loaded.signatures["embed_ids"](layers=layers, **{
-        k: tf.constant(v[:, -WINDOW - 1:]) for k, v in f.items()})
 
 
 def test_score_ids_is_the_scorer(lm_export, lm, sp_tokenizer):
@@ -397,4 +393,5 @@ def test_lm_export_batch_entry(lm_export, shared):
   assert _check_batch_files(path, shared) == {
       "spiece_model": BATCH_SPIECE,
       "spiece_model_sha256": _sha256(spiece_path(shared)), "lower": False,
-      "max_seq_length": WINDOW, "n_layer": LM_CONFIG.n_layer}
+      "max_seq_length": WINDOW, "n_layer": LM_CONFIG.n_layer,
+      "partial_first_window": True}

@@ -3,7 +3,9 @@
   embed  a text's pieces with their character offsets (`text_pieces`) ->
          `embed_ids`: the states of the chosen layers and the poolings, as
          `run_embed.py` computes them (`window_features` layout; a text
-         longer than the window S is read in segments with a memory of S).
+         longer than the window S is read in segments with a memory of S;
+         a batch is padded to its longest row, or to whole windows for an
+         export whose meta lacks `partial_first_window`).
          A row: `pieces`, `ids`, `starts`, `ends`, `layers` and `pooled`
          {pooling: [K][D]}; the per-piece vectors go to the TFRecord
          shards (`example`, the layout of `run_embed.py`'s .tfrecord).
@@ -28,20 +30,27 @@ from xlnet_tf.tasks.batch import BatchKind, Padding, Prepared, RowProblem
 from xlnet_tf.tasks.language_model.scoring import (MARKERS, layout, pad_left,
                                                    summarize)
 
-def embed_length(counts: List[int], window: int, full_windows: bool) -> int:
+
+def embed_length(counts: List[int], window: int, full_windows: bool,
+                 partial_first_window: bool = False) -> int:
   """The padded length of a batch of texts with `counts` pieces: the
-  longest row (pieces + 2 markers), whole windows of `window` when it needs
-  more than one, or one whole window for `full_windows` (the `mean`
-  pooling averages the window, padding included).
+  longest row (pieces + 2 markers); past one window, whole windows of
+  `window` unless the export reads a partial first window
+  (`partial_first_window`, its marker's meta); within one window, the
+  whole window for `full_windows` (the `mean` pooling averages the S
+  positions of the window, padding included; past one window the last
+  window is whole either way).
 
   Example:
     >>> embed_length([3, 5], 16, False), embed_length([3], 16, True)
     (7, 16)
-    >>> embed_length([20], 16, False)
-    32
+    >>> embed_length([20], 16, False), embed_length([20], 16, True, True)
+    (32, 22)
   """
   longest = max(counts) + len(MARKERS)
   if longest > window:
+    if partial_first_window:
+      return longest
     return -(-longest // window) * window
   return window if full_windows else longest
 
@@ -80,8 +89,11 @@ class LanguageModelBatch(BatchKind):
   def _embed(self, signature, payloads):
     counts = [len(p["ids"]) for p in payloads]
     poolings = self.options["poolings"]
+    # An export made before `partial_first_window` refuses a length past
+    # the window that is no multiple of it: whole windows for those.
     length = embed_length(counts, self.meta["max_seq_length"],
-                          "mean" in poolings)
+                          "mean" in poolings,
+                          bool(self.meta.get("partial_first_window")))
     f = window_features([p["ids"] for p in payloads], length)
     out = signature(layers=tf.constant(self.options["layers"], tf.int32),
                     **{k: tf.constant(v) for k, v in f.items()})

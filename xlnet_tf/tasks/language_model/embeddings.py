@@ -6,10 +6,15 @@ Shapes (B texts, T padded length, K chosen layers, D d_model, S the window
   features   input_ids, segment_ids int32 `[B, T]`, input_mask float32
              `[B, T]` (1 = padding), the layout of
              `data_utils.lm.embedding_files.window_features` (`pieces <sep>
-             <cls>`, LEFT padded). T <= S: one pass. T = N * S: N segments
-             in order, each attending to itself and to the memory of the
-             previous ones (M positions per layer, padding and empty memory
-             masked with `mems_mask`), as `PooledTaskModel.read_segment`.
+             <cls>`, LEFT padded). T <= S: one pass. T > S: N = ceil(T / S)
+             windows aligned from the RIGHT end, the first holding the
+             remainder r = T - (N - 1) * S (1 <= r <= S; r = S when T is a
+             whole number of windows), read in order, each attending to
+             itself and to the memory of the previous ones (M positions per
+             layer, padding and empty memory masked with `mems_mask`), as
+             `PooledTaskModel.read_segment`. Padding only ever precedes a
+             row's pieces and is masked, so a text's states are the same
+             whether its first window is whole (padded) or partial.
   states     `[B, K, T, D]`: layer index 0 is the embedding output, n_layer
              the last layer (`XLNetModel`'s `hidden_states`); -1 = last.
   pooled     {pooling: `[B, K, D]`}, on each chosen layer:
@@ -18,9 +23,10 @@ Shapes (B texts, T padded length, K chosen layers, D d_model, S the window
     first        the first position that is not padding (the original reads
                  position 0, padding whenever a text is shorter than the
                  window);
-    mean         the mean over the S positions of the window, padding
-                 included (the original's; batches are then padded to whole
-                 windows);
+    mean         the mean over the S positions of the last window, padding
+                 included (the original's; a one-window batch is then padded
+                 to S; past one window the last window is whole in either
+                 layout and its padding's states the same);
     attn         the original's attention summary (`summary_bias` attends
                  the states, padding masked), only from a checkpoint that
                  has one trained (`load_attn_summary`); without the tanh
@@ -66,8 +72,9 @@ def encode_layers(encoder: XLNetModel, input_ids, segment_ids, input_mask,
                   mem_len: int) -> tf.Tensor:
   """Features `[B, T]` -> states `[B, K, T, D]` of `layers` (indices in
   [0, n_layer]: Python ints, or an int32 tensor `[K]` chosen at run time);
-  T <= `segment_length` in one pass, else T = N * S in N segments with a
-  memory of `mem_len` (graph code: usable in tf.function)."""
+  T <= `segment_length` in one pass, else any T in right-aligned windows
+  with a memory of `mem_len` (`_segments`; graph code: usable in
+  tf.function)."""
   input_ids = tf.convert_to_tensor(input_ids, tf.int32)
   segment_ids = tf.convert_to_tensor(segment_ids, tf.int32)
   input_mask = tf.convert_to_tensor(input_mask, tf.float32)
@@ -98,31 +105,47 @@ def _one_pass(encoder, input_ids, segment_ids, input_mask, layers):
 
 def _segments(encoder, input_ids, segment_ids, input_mask, layers,
               segment_length, mem_len):
-  batch, n = tf.shape(input_ids)[0], tf.shape(input_ids)[1] // segment_length
-  split = [tf.reshape(x, [batch, n, segment_length])
-           for x in (input_ids, segment_ids, input_mask)]
+  """Features `[B, T]` (T > S = `segment_length`) -> states `[B, K, T, D]`:
+  the first window holds r = T - (N - 1) * S positions (1 <= r <= S) and
+  is read with the initial memory (`mem_len` positions, all masked), then
+  the N - 1 whole windows in a loop, each with the memory the previous
+  ones left. For T = N * S the same calls on the same shapes as reading
+  all N windows in the loop."""
+  batch, length = tf.shape(input_ids)[0], tf.shape(input_ids)[1]
+  rest = (length - 1) // segment_length  # whole windows after the first
+  head = length - rest * segment_length  # r, in [1, S]
   d_model, dtype = encoder.config.d_model, encoder.compute_dtype
   mems = [tf.zeros([batch, mem_len, d_model], dtype)
           for _ in range(encoder.config.n_layer)]
   mems_mask = tf.ones([batch, mem_len], tf.float32)  # nothing there yet
 
-  def body(i, mems, mems_mask, states):
-    ids, segs, mask = (x[:, i] for x in split)
+  def read(ids, segs, mask, mems, mems_mask):
     out = encoder(ids, segment_ids=segs, input_mask=mask, mems=list(mems),
                   mems_mask=mems_mask, mem_len=mem_len, reuse_len=0,
                   return_hidden_states=True)
-    layer_states = _pick(out["hidden_states"], layers)
-    return (i + 1, out["new_mems"], memory_mask(mems_mask, mask, mem_len),
-            states.write(i, layer_states))
+    return (_pick(out["hidden_states"], layers), out["new_mems"],
+            memory_mask(mems_mask, mask, mem_len))
+
+  first, mems, mems_mask = read(
+      *(x[:, :head] for x in (input_ids, segment_ids, input_mask)), mems,
+      mems_mask)
+  split = [tf.reshape(x[:, head:], [batch, rest, segment_length])
+           for x in (input_ids, segment_ids, input_mask)]
+
+  def body(i, mems, mems_mask, states):
+    layer_states, mems, mems_mask = read(*(x[:, i] for x in split), mems,
+                                         mems_mask)
+    return i + 1, mems, mems_mask, states.write(i, layer_states)
 
   count = tf.size(layers) if tf.is_tensor(layers) else len(layers)
-  states = tf.TensorArray(dtype, size=n, element_shape=[
+  states = tf.TensorArray(dtype, size=rest, element_shape=[
       None, None if tf.is_tensor(layers) else count, segment_length,
       d_model])
-  _, _, _, states = tf.while_loop(lambda i, *_: i < n, body,
+  _, _, _, states = tf.while_loop(lambda i, *_: i < rest, body,
                                   (tf.constant(0), mems, mems_mask, states))
-  stacked = tf.transpose(states.stack(), [1, 2, 0, 3, 4])  # [B, K, N, S, D]
-  return tf.reshape(stacked, [batch, count, n * segment_length, d_model])
+  stacked = tf.transpose(states.stack(), [1, 2, 0, 3, 4])  # [B, K, N-1, S, D]
+  tail = tf.reshape(stacked, [batch, count, rest * segment_length, d_model])
+  return tf.concat([first, tail], axis=2)
 
 
 def pool_states(states, input_mask, poolings: Sequence[str],
@@ -227,8 +250,8 @@ class Embedder:
 
   def forward(self, input_ids, segment_ids, input_mask, segmented=None):
     """Features `[B, T]` -> (states `[B, K, T, D]`, pooled). `segmented`:
-    True for T = N * S (N > 1), False for T <= S, None to decide in the
-    graph."""
+    True for T > S (any T: the first window may be partial), False for
+    T <= S, None to decide in the graph."""
     if segmented is None:
       states = encode_layers(self.encoder, input_ids, segment_ids,
                              input_mask, self.layers, self.max_seq_length,

@@ -26,10 +26,12 @@ ids signatures):
                    -> states float32 [B, K, W, D], and last, first, mean,
                    masked_mean float32 [B, K, D]: the features of
                    `embedding_files.window_features` (pieces <sep> <cls>,
-                   LEFT padded), W <= N one window, W = k * N k segments
-                   with a memory of N, as `embeddings.Embedder` with
-                   max_seq_length N (`encode_layers`, `pool_states`); any
-                   other W or layer is an InvalidArgumentError naming it
+                   LEFT padded), W <= N one window, any W > N in
+                   ceil(W / N) windows aligned from the right (the first
+                   holds the remainder) with a memory of N, as
+                   `embeddings.Embedder` with max_seq_length N
+                   (`encode_layers`, `pool_states`); a layer out of range
+                   is an InvalidArgumentError naming it
   score_ids        input_ids int32 [B, W], target_order int32 [B, W],
                    input_mask float32 [B, W] -> log_probs float32 [B, P]:
                    `scoring.target_log_probs` on rows of `scoring.layout`
@@ -43,8 +45,10 @@ LEFT-padded to N (`prompt_features`); a text without pieces is an error
 chosen), so a loaded export answers what `decode` answers in Python for the
 same ids. The TF Text ops must be registered before loading: `import
 tensorflow_text` first. The export carries the SentencePiece model and the
-marker's `batch` entry (`export.directory.save_atomically`; plus `n_layer`),
-for a job that tokenizes in Python and calls embed_ids / score_ids.
+marker's `batch` entry (`export.directory.save_atomically`; plus `n_layer`
+and `partial_first_window`: true, embed_ids takes any W; exports without
+it refuse a W past N that is no multiple of N), for a job that tokenizes
+in Python and calls embed_ids / score_ids.
 """
 
 from __future__ import annotations
@@ -162,20 +166,15 @@ class LanguageModelServer(tf.Module):
                           top_k=top_k, top_p=top_p, seed=seed)
 
   def embed_ids(self, input_ids, segment_ids, input_mask, layers):
-    length, window = tf.shape(input_ids)[1], self.max_seq_length
+    window = self.max_seq_length
     n_layer = self._held.lm.encoder.config.n_layer
-    # Out-of-range layers would gather zeros on some devices, and a length
-    # past the window that is no whole number of windows fail in a reshape:
-    # both refused by name.
+    # Out-of-range layers would gather zeros on some devices: refused by
+    # name. Any length is read (a partial first window past one window).
     valid_layers = tf.reduce_all((layers >= 0) & (layers <= n_layer))
-    valid_length = (length <= window) | tf.equal(length % window, 0)
     checks = [
         tf.debugging.Assert(valid_layers, [
             f"layers: indices must be in [0, {n_layer}] (0 = the "
-            f"embeddings, {n_layer} = the last layer), got", layers]),
-        tf.debugging.Assert(valid_length, [
-            f"input_ids: length must be at most {window} or a multiple of "
-            "it, got", length])]
+            f"embeddings, {n_layer} = the last layer), got", layers])]
     with tf.control_dependencies(checks):
       input_ids, layers = tf.identity(input_ids), tf.identity(layers)
     states = tf.cast(encode_layers(
@@ -243,7 +242,9 @@ def export_language_model(lm: XLNetPretrainer, spiece_model_file: str,
   tokenizer = GraphTokenizer(spiece_model_file, lower=uncased)
   server = LanguageModelServer(lm, tokenizer, max_seq_length,
                                max_new_tokens, stop_ids)
+  # partial_first_window: embed_ids takes any length (the batch kind pads
+  # to the longest row, not to whole windows; older exports refuse that).
   batch = dict(lower=bool(uncased), max_seq_length=max_seq_length,
-               n_layer=lm.encoder.config.n_layer)
+               n_layer=lm.encoder.config.n_layer, partial_first_window=True)
   return save_atomically(server, server.signatures(), export_dir,
                          EXPORT_KIND, spiece_model_file, batch)
