@@ -171,6 +171,10 @@ def job_from_flags(f):
   check_spec(spec, files[0])
   check_formats(export, files, spec)
   options = _options(f, export)
+  if f.precision == "bfloat16":
+    problem = export.spec.batch.bfloat16_problem(export.meta)
+    if problem:
+      raise UsageError(f"--precision=bfloat16: {problem}")
   workers = [int(m.group(1)) for m in map(_WORKERS.match, beam_args) if m]
   job = BatchJob(export, f.input, tuple(files), spec, options,
                  paths.absolute(f.output_dir), f.rows_per_shard, f.tfrecord,

@@ -88,12 +88,14 @@ def parse_way(way: str):
 
 
 def command(export: str, pattern: str, out: str, bucketing: str,
-            workers: int, batch_size: int, precision: str) -> list:
+            workers: int, batch_size: int, precision: str,
+            rows_per_shard: int = 50_000) -> list:
   return [sys.executable, "run_batch_predict.py", f"--export_dir={export}",
           f"--input={pattern}", f"--output_dir={out}", "--job=embed",
           "--pooling=masked_mean", "--layers=-1",
           f"--batch_size={batch_size}", f"--bucketing={bucketing}",
-          f"--precision={precision}", "--runner=DirectRunner",
+          f"--precision={precision}", f"--rows_per_shard={rows_per_shard}",
+          "--runner=DirectRunner",
           "--pipeline_options=" + (ONE_WORKER if workers == 1
                                    else TWO_WORKERS)]
 
@@ -163,8 +165,11 @@ def bench_memory(args, export, inputs, checker) -> dict:
     by_scale = {}
     for n, pattern in patterns.items():
       out = f"{args.work}/out/rss_{bucketing}_{n}x"
+      # Shards of at most the 1x rows: a shard's writer holds its rows to
+      # sort them, so bigger inputs make more shards, not bigger ones.
       run = run_job(command(export, pattern, out, bucketing, 2,
-                            args.batch_size, args.precision),
+                            args.batch_size, args.precision,
+                            rows_per_shard=len(rows)),
                     out, n * len(rows), sample=True)
       # Every copy's rows are the 1x rows: compare them by line.
       checker.check("rss", f"memory {bucketing} {n}x", out, run,

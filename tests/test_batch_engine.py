@@ -19,6 +19,8 @@ from conftest import ROOT, spiece_path
 from xlnet_tf.batch_predict.engine import (MATMUL_OPS, bfloat16_graph,
                                            load_export)
 from xlnet_tf.tasks.classification.serving import export_classifier
+from xlnet_tf.tasks.classification.batch import ClassifierBatch
+from xlnet_tf.tasks.language_model.batch import LanguageModelBatch
 
 if ROOT not in sys.path:  # the entry scripts live in the project root
   sys.path.insert(0, ROOT)
@@ -151,3 +153,16 @@ def test_emulated_bfloat16_is_said_once_before_any_work(export, tmp_path,
     assert err == ""
   assert not (tmp_path / "out").exists() or \
       not any((tmp_path / "out").iterdir())
+
+
+def test_bfloat16_is_refused_before_any_work_for_a_loop_of_windows():
+  """A language model's export (and a classifier read in segments) reads
+  long texts in a loop the bfloat16 rewrite does not reach."""
+  meta = {"segment_length": 64, "max_seq_length": 256}
+  assert ClassifierBatch.bfloat16_problem(meta) == (
+      "a model read in segments with memory runs them in a loop that the "
+      "bfloat16 rewrite does not reach; use float32")
+  assert ClassifierBatch.bfloat16_problem({"max_seq_length": 64}) is None
+  assert LanguageModelBatch.bfloat16_problem({}) == (
+      "a language model's export reads long texts in a loop of windows "
+      "that the bfloat16 rewrite does not reach; use float32")

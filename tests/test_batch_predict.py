@@ -11,6 +11,7 @@ predicted are in the dead-letter shards with their reasons, and the
 manifest's counts and sha256 are the files'.
 """
 
+import dataclasses
 import glob
 import hashlib
 import json
@@ -22,9 +23,7 @@ import pytest
 import tensorflow as tf
 
 import xlnet_tf as xt
-from batch_cases import (conll_slice, finished, line_slice, start_script,
-                         varied_lm)
-from conftest import spiece_path
+from batch_cases import build_work
 from data_utils.classification.features import convert_example
 from data_utils.errors import UsageError
 from data_utils.ner.alignment import WordPieces
@@ -32,12 +31,10 @@ from data_utils.ner.features import NerFeatureSettings, convert_data
 from data_utils.ner.reader import read_ner
 from data_utils.text_inputs import InputSpec, read_rows
 from data_utils.tokenization import SEG_ID_B, SentencePieceTokenizer
+from xlnet_tf.batch_predict.buckets import padding_of, plan
 from xlnet_tf.batch_predict.job import BatchJob, resolve_export
 from xlnet_tf.batch_predict.run import run_jobs
 from xlnet_tf.export.directory import EXPORT_MARKER
-from xlnet_tf.io import save_original_checkpoint
-from xlnet_tf.tasks.classification.serving import export_classifier
-from xlnet_tf.tasks.language_model.serving import export_language_model
 
 TINY = xt.XLNetConfig(n_layer=2, d_model=32, n_head=2, d_head=16, d_inner=64,
                       n_token=32000, ff_activation="gelu", untie_r=True)
@@ -49,76 +46,7 @@ TWO_WORKERS = ["--runner=DirectRunner", "--direct_num_workers=2",
 @pytest.fixture(scope="module")
 def work(shared, tmp_path_factory):
   """Tiny models trained or built, exported, and the scripts' outputs."""
-  tmp = tmp_path_factory.mktemp("batch")
-  sp = spiece_path(shared)
-  config = tmp / "config.json"
-  config.write_text(json.dumps(TINY.to_dict()))
-  glue, conll = f"{shared}/data/glue", f"{shared}/data/conll2003"
-  rte = tmp / "rte"
-  rte.mkdir()
-  line_slice(f"{glue}/RTE/train.tsv", rte / "train.tsv", 1, 64)
-  test_tsv = line_slice(f"{glue}/RTE/test.tsv", rte / "test.tsv", 1, 120)
-  ner_train = conll_slice(f"{conll}/eng.train", tmp / "ner.train", 200)
-  ner_test = conll_slice(f"{conll}/eng.testa", tmp / "eng.testa.conll", 120)
-  common = [f"--model_config_path={config}", f"--spiece_model_file={sp}",
-            "--train_batch_size=16", "--iterations=20", "--do_train",
-            "--do_predict", "--predict_batch_size=64"]
-  classifier = start_script("run_classifier.py", common + [
-      "--task_name=rte", f"--data_dir={rte}", f"--output_dir={tmp}/rte_data",
-      f"--model_dir={tmp}/rte_model", "--max_seq_length=64",
-      "--train_steps=20", "--learning_rate=1e-3"])
-  ner = start_script("run_ner.py", common + [
-      f"--train_file={ner_train}", f"--predict_file={ner_test}",
-      f"--output_dir={tmp}/ner_data", f"--model_dir={tmp}/ner_model",
-      "--max_seq_length=32", "--doc_stride=12", "--train_steps=40",
-      "--learning_rate=3e-3", "--document_context"])
-  # The language model: original checkpoint for the scripts, its export.
-  lm = varied_lm(TINY)
-  ckpt = save_original_checkpoint(lm, str(tmp / "lm" / "model.ckpt"))
-  TINY.to_json(str(tmp / "lm" / "xlnet_config.json"))
-  lm_export = export_language_model(lm, sp, str(tmp / "lm_export"), WINDOW,
-                                    4)
-  reviews = sorted(glob.glob(f"{shared}/data/imdb/aclImdb/test/pos/*.txt"))
-  embed_input = tmp / "reviews.jsonl"
-  with open(embed_input, "w", encoding="utf-8") as f:
-    for path in reviews[:12]:
-      with open(path, encoding="utf-8") as g:
-        f.write(json.dumps({"text": g.read().strip()}) + "\n")
-  tokenizer = SentencePieceTokenizer(sp)
-  with open(f"{glue}/SST-2/dev.tsv", encoding="utf-8") as f:
-    sentences = [line.split("\t")[0] for line in f.read().splitlines()[1:]]
-  fitting = [s for s in sentences
-             if len(tokenizer.encode_ids(s)) + 2 <= WINDOW][:40]
-  long = next(s for s in sentences if len(tokenizer.encode_ids(s)) + 2
-              > WINDOW)
-  score_ref = tmp / "sentences.txt"
-  score_ref.write_text("\n".join(fitting) + "\n", encoding="utf-8")
-  # The Beam job reads the same lines, then one too long and one empty.
-  score_input = tmp / "sentences_and_two_bad.txt"
-  score_input.write_text("\n".join(fitting + [long, ""]) + "\n",
-                         encoding="utf-8")
-  lm_flags = [f"--init_checkpoint={ckpt}", f"--spiece_model_file={sp}",
-              "--batch_size=5"]
-  embed = start_script("run_embed.py", lm_flags + [
-      f"--input_file={embed_input}", f"--output_file={tmp}/emb.jsonl",
-      "--layers=0,-1", "--pooling=last,first,mean,masked_mean",
-      f"--max_seq_length={WINDOW}"])
-  score = start_script("run_score.py", lm_flags + [
-      f"--input_file={score_ref}", f"--output_file={tmp}/scores.jsonl",
-      "--order=l2r", f"--max_seq_length={WINDOW}"])
-  # A regressor, straight from the Python API (the scripts' export path).
-  regressor = xt.XLNetRegressor(
-      xt.XLNetModel(TINY, xt.RunOptions(init_std=0.5)), task_name="sts-b")
-  regressor.build(None)
-  regressor_export = export_classifier(
-      regressor, str(tmp / "regressor"), 64, True, sp_model_path=sp,
-      text_signatures=False)
-  for proc in (classifier, ner, embed, score):
-    finished(proc)
-  return {"tmp": tmp, "sp": sp, "test_tsv": test_tsv, "ner_test": ner_test,
-          "lm_export": lm_export, "embed_input": str(embed_input),
-          "score_input": str(score_input), "long": long,
-          "regressor": regressor_export}
+  return build_work(shared, tmp_path_factory.mktemp("batch"), TINY, WINDOW)
 
 
 def _jobs(work, out):
@@ -285,7 +213,11 @@ def test_ner_windows_hold_the_document_context_run_ner_gives(work):
                                  {}, export.spiece_model)
 
   def tags(k):
-    return k.infer(signature, [k.prepare(r.fields).payload for r in rows])[0]
+    out = []
+    for r in rows:
+      units = [u.payload for u in k.units(k.prepare(r.fields))]
+      out.append(k.join(units, k.infer(signature, units)[0])[1])
+    return out
   assert tags(kind) != tags(alone)
 
 
@@ -390,3 +322,54 @@ def test_manifest_lists_every_file_with_its_rows_and_sha256(runs, mode):
                if x["name"].endswith(".jsonl")) == counts["predicted"]
     with open(os.path.join(job.output_dir, "manifest.json")) as f:
       assert json.load(f) == manifest
+
+
+def test_global_buckets_give_the_same_bytes_with_any_worker_count(runs):
+  """The batches are a function of the input alone (`buckets.plan`), so
+  in-process and 2 worker processes write the same shards, byte for
+  byte, and the same manifests."""
+  for name, (_, manifest) in runs["in_process"].items():
+    assert runs["two_workers"][name][1] == manifest, name
+
+
+@pytest.mark.parametrize("name", ["ner", "classifier"])
+def test_the_batches_fed_are_the_global_plans(runs, name):
+  """The manifest's batch shapes and padding are those of `buckets.plan`
+  over the kind's units of every row (a long NER sentence's windows are
+  units of their own, each batched with windows of its length)."""
+  job, manifest = runs["in_process"][name]
+  kind = job.kind()
+  rows = job.export.spec.batch.in_context(job.export.meta, read_rows(
+      job.files[0], job.inputs))
+  units = []
+  for row in rows:
+    pieces = kind.units(kind.prepare(row.fields))
+    units += [(((job.files[0], row.line), i, len(pieces)), u.length)
+              for i, u in enumerate(pieces)]
+  assert len(units) > manifest["counts"]["rows_read"] or name != "ner"
+  batches = plan(units, job.batch_size, job.positions_per_batch())
+  shapes = {}
+  for b in batches:
+    shape = (len(b), max(n for _, n in b))
+    shapes[shape] = shapes.get(shape, 0) + 1
+  padding = manifest["padding"]
+  assert padding["shapes"] == sorted([*s, n] for s, n in shapes.items())
+  real, fed = padding_of([[n for _, n in b] for b in batches])
+  assert (padding["positions_real"], padding["positions_fed"]) == (real, fed)
+  assert padding["batches"] == len(batches)
+
+
+@pytest.mark.parametrize("bucketing", ["bundle", "none"])
+def test_per_bundle_and_unbucketed_batches_give_the_scripts_tags(
+    work, bucketing):
+  jobs = _jobs(work, work["tmp"] / bucketing)
+  ner = dataclasses.replace(jobs["ner"], bucketing=bucketing)
+  (manifest,) = run_jobs([ner], ["--runner=DirectRunner"])
+  assert manifest["padding"]["bucketing"] == bucketing
+  rows = _rows(ner)
+  with open(work["tmp"] / "ner_model" / "predictions" /
+            "eng.testa.conll.predictions.jsonl", encoding="utf-8") as f:
+    script = [json.loads(line) for line in f]
+  assert len(rows) == len(script)
+  for want in script:
+    assert rows[(work["ner_test"], want["line"])]["tags"] == want["tags"]

@@ -48,6 +48,10 @@ _BF16, _F32 = types_pb2.DT_BFLOAT16, types_pb2.DT_FLOAT
 # twice (a bucket's last, short batch) would cost more to compile than XLA
 # saves; the shapes a job repeats (full batches of common lengths) pay once.
 XLA_AFTER = 2
+# Shapes compiled per signature and worker, at most: each compile costs
+# seconds at XLNet-Base, and a job with many distinct lengths must not pay
+# one per length; shapes past the budget run the frozen graph.
+XLA_SHAPES = 16
 
 
 def _cast(graph_def, name: str, source: str, src, dst, device: str) -> None:
@@ -115,6 +119,15 @@ def _string_part(graph_def, outputs: Sequence[str]) -> tuple:
   return frontier, part
 
 
+def has_loop(signature) -> bool:
+  """Whether a signature's graph runs a loop (a `While` op anywhere in
+  its functions)."""
+  graph_def = signature.graph.as_graph_def()
+  nodes = list(graph_def.node) + [n for f in graph_def.library.function
+                                  for n in f.node_def]
+  return any(n.op in ("While", "StatelessWhile") for n in nodes)
+
+
 class FrozenSignature:
   """One signature of the export as a frozen graph: called with the
   signature's keyword tensors, returns its dict of tensors."""
@@ -124,6 +137,7 @@ class FrozenSignature:
     frozen = convert_variables_to_constants_v2(signature)
     jit = xla_after is not None
     self.xla_after, self._seen = xla_after, collections.Counter()
+    self._compiled: Set[tuple] = set()
     graph_def = frozen.graph.as_graph_def()
     self.bfloat16_ops = 0
     if precision == "bfloat16":
@@ -168,7 +182,10 @@ class FrozenSignature:
     args = [tensors[k] for k in self._keys]
     shape = tuple(tuple(a.shape) for a in args)
     self._seen[shape] += 1
-    if self.xla_after is None or self._seen[shape] <= self.xla_after:
+    if (self.xla_after is not None and self._seen[shape] > self.xla_after
+        and len(self._compiled) < XLA_SHAPES):
+      self._compiled.add(shape)
+    if shape not in self._compiled:
       flat = self._plain(*args)
     else:
       got = dict(zip(self._numeric + self._frontier, self._xla(*args)))
@@ -197,8 +214,18 @@ class _Signatures(dict):
 
   def __missing__(self, name: str) -> Callable:
     e = self._engine
+    signature = e.loaded.signatures[name]
+    if has_loop(signature):
+      # A loop's v1 frames do not survive freezing and import: it runs as
+      # the SavedModel's own graph (the job refuses bfloat16 for such
+      # exports before any work: `BatchKind.bfloat16_problem`).
+      if e.precision != "float32":
+        raise ValueError(f"{name}: a loop of windows; {e.precision} runs "
+                         "only signatures without one")
+      self[name] = signature
+      return signature
     self[name] = FrozenSignature(
-        e.loaded.signatures[name], e.precision,
+        signature, e.precision,
         e.xla_after if e.precision == "float32" else None)
     return self[name]
 

@@ -4,16 +4,16 @@ Beam's own TensorFlow handler loads models with `tf.keras.models.load_model`
 (Keras 3 in TF 2.20), which cannot read these exports: they are
 `tf.saved_model.save` modules called through their signatures. So the
 handler here is a `ModelHandler` of its own, with Beam doing the rest: it
-loads the export once per worker process (`tf.saved_model.load`, shared by
-the process's threads) and batches with `BatchElements`, or, with
-bucketing, takes the batches of `SortAndBatchElements` (each bundle sorted
-by length, then cut into batches: a batch holds rows of similar length).
-The kind pads each batch only to its longest row.
+loads the export once per worker process (`engine.load_export`, shared by
+the process's threads) and runs batches of units (a row, or one window of
+a long text) that the pipeline made (`pipeline.py`: global length buckets,
+or each bundle sorted), or that it batches itself with `BatchElements`
+(`--bucketing=none`). The kind pads each batch only to its longest unit.
 
 Why not the handler's own length buckets (`batch_length_fn`): they run on
 Beam's stateful batching, whose processing-time timer the local
 DirectRunner only runs on its legacy single-process runner, without
-worker processes.
+worker processes; and they bucket per worker, not across the input.
 """
 
 from __future__ import annotations
@@ -30,13 +30,13 @@ NAMESPACE = "xlnet_tf_batch_predict"
 
 
 def element_length(element) -> int:
-  """A keyed element's length: `(key, (fields, Prepared))`."""
+  """A keyed unit's length: `(key, (fields, Prepared))`."""
   return element[1][1].length
 
 
 class ExportModelHandler(ModelHandler):
-  """Examples `(fields, Prepared)` -> `PredictionResult(example,
-  inference)`, the inference being the kind's output for the row."""
+  """Examples `(fields, Prepared unit)` -> `PredictionResult(example,
+  inference)`, the inference being the kind's output for the unit."""
 
   def __init__(self, export_path: str, kind: BatchKind, batch_size: int,
                expected_rows: Optional[int] = None,
@@ -54,20 +54,21 @@ class ExportModelHandler(ModelHandler):
   def run_inference(self, batch: Sequence[Any], model,
                     inference_args: Optional[dict] = None
                     ) -> Iterable[PredictionResult]:
-    """Each result's inference is `(output, Padding, first)`, `first`
-    True for the batch's first row (the job counts batches and padding
-    from the rows: Beam's counters can miss rows of a batch its timers
-    flushed)."""
+    """Each result's inference is `(output, Padding, rows)`, `rows` the
+    batch's size for its first unit and 0 for the others (the job counts
+    batches and padding from the units: Beam's counters can miss those of
+    a batch its timers flushed)."""
     del inference_args
     signature = model.signatures[self.kind.signature]
     prepared: List[Prepared] = [example[1] for example in batch]
     outputs, padding = self.kind.infer(signature,
                                        [p.payload for p in prepared])
     if self._progress is None:
-      self._progress = Progress("rows predicted by this worker",
-                                total=self.expected_rows, unit="rows")
+      self._progress = Progress("units predicted by this worker",
+                                total=self.expected_rows, unit="units")
     self._progress.update(len(batch))
-    return [PredictionResult(example, (output, pad, i == 0))
+    return [PredictionResult(example, (output, pad,
+                                       len(batch) if i == 0 else 0))
             for i, (example, output, pad) in enumerate(
                 zip(batch, outputs, padding))]
 

@@ -33,6 +33,7 @@ from data_utils.errors import UsageError
 from data_utils.fingerprint import file_sha256
 from data_utils.text_inputs import InputSpec, file_format
 from xlnet_tf.export.directory import EXPORT_MARKER, read_export_marker
+from xlnet_tf.batch_predict.buckets import GROUP_ROWS
 from xlnet_tf.batch_predict.integrity import check_saved_model
 from xlnet_tf.export.layout import LAYOUT
 from xlnet_tf.tasks.batch import BatchKind
@@ -171,6 +172,9 @@ class BatchJob:
   expected_rows: Optional[int] = None
   workers: int = 1
   precision: str = "float32"
+  # Units per global-bucketing group, about (`buckets.GROUP_ROWS`): what a
+  # worker holds at once.
+  group_rows: int = GROUP_ROWS
 
   def kind(self) -> BatchKind:
     return self.export.spec.batch_kind(self.export.meta, self.options,

@@ -1,14 +1,35 @@
 """The batch-prediction pipeline (Apache Beam):
 
   input files -> Reshuffle -> read rows -> Reshuffle -> prepare (tokenize,
-  features) -> RunInference (keyed by (file, line), batches of similar
-  length) -> rows -> shards of JSONL (and TFRecord) in the job's folder
+  features) -> units (a row, or each window of a long text) -> batches of
+  units of similar length -> RunInference -> a row's units joined -> rows
+  -> shards of JSONL (and TFRecord) in the job's folder
+
+Batches (`--bucketing`):
+  global  length buckets across the whole input (`buckets.py`): the units
+          per bucket are counted first (`Count.PerElement`, `ToDict`) and
+          sparse buckets merged into ranges, a side input; each unit is
+          keyed by (range, group), the group a stable hash of its key
+          spread by the range's size, so that no group holds more than
+          about `buckets.GROUP_ROWS` units and hot buckets land on many
+          workers;
+          `GroupByKey` brings a group together, and it is sorted and cut
+          into batches. A worker holds one group at a time, whatever the
+          input's size, and the batches are the same on every runner.
+  bundle  Beam's `SortAndBatchElements`: each bundle sorted by length and
+          cut (a worker holds its bundle; on the DirectRunner that is its
+          whole share of the input).
+  none    RunInference's own `BatchElements`, in arrival order.
+
+A row read in several units (a token classifier's windows) meets again by
+its key (`GroupByKey`) and the kind joins their outputs in order; a row of
+one unit goes straight on.
 
 Rows that cannot be read or prepared leave the main path as dead rows
 `(key, reason)` and are written as the `dead-letter` stream. The job's
 counts travel as data, summed into the job folder's `stats.json`
-(`rows_read`, `positions_real`, `positions_fed`, `batches`): Beam's
-counters can miss the rows of batches its timers flushed.
+(`rows_read`, `positions_real`, `positions_fed`, `batches`, `shapes`):
+Beam's counters can miss the rows of batches its timers flushed.
 
 The job's folder may be a key prefix in a bucket (`--output_dir` there):
 every unit reads its inputs from their URLs and writes whole objects
@@ -29,6 +50,8 @@ from data_utils import beam_jobs, paths
 from data_utils.atomic import atomic_path
 from data_utils.errors import UserError
 from data_utils.text_inputs import DeadRow, read_rows
+from xlnet_tf.batch_predict.buckets import (GROUP_ROWS, MIN_ROWS,
+                                            bucket_of, cut, group_of, layout)
 from xlnet_tf.batch_predict.handler import (ExportModelHandler,
                                             element_length)
 from xlnet_tf.batch_predict.job import BatchJob
@@ -36,7 +59,7 @@ from xlnet_tf.batch_predict.shards import (shard_count, shard_of,
                                            write_failures, write_shard)
 from xlnet_tf.tasks.batch import RowProblem
 
-DEAD, STATS = "dead", "stats"
+DEAD, STATS, SPLIT = "dead", "stats", "split"
 STATS_FILE = "stats.json"
 
 
@@ -88,19 +111,87 @@ class _Prepare(_KindDoFn):
       yield _dead(key, str(e))
 
 
+class _Units(_KindDoFn):
+  """`(key, (fields, Prepared row))` -> its units `((key, i, n), (fields
+  or None, Prepared unit))`, the fields with the first unit only."""
+
+  def process(self, element) -> Iterator:
+    key, (fields, prepared) = element
+    units = self.kind.units(prepared)
+    for i, unit in enumerate(units):
+      yield (key, i, len(units)), (fields if i == 0 else None, unit)
+
+
+class _Outputs(beam.DoFn):
+  """Predicted units -> `(key, fields, payloads, outputs)` of one-unit
+  rows; the units of other rows go out as SPLIT `(key, (i, fields,
+  payload, output))`. Each unit's positions (and its batch's shape, once
+  per batch) go out as STATS."""
+
+  def process(self, element) -> Iterator:
+    (key, i, n), result = element
+    fields, unit = result.example
+    output, padding, rows = result.inference
+    stats = {"positions_real": padding.real, "positions_fed": padding.fed}
+    if rows:
+      stats.update(batches=1, shapes={f"{rows}x{padding.fed}": 1})
+    yield beam.pvalue.TaggedOutput(STATS, stats)
+    if n == 1:
+      yield key, fields, [unit.payload], [output]
+    else:
+      yield beam.pvalue.TaggedOutput(SPLIT, (key, (i, fields, unit.payload,
+                                                   output)))
+
+
+def _joined(element):
+  """A split row's units, met again, in order: `(key, fields, payloads,
+  outputs)`."""
+  key, units = element
+  units = sorted(units, key=lambda u: u[0])
+  return (key, units[0][1], [u[2] for u in units], [u[3] for u in units])
+
+
 class _Format(_KindDoFn):
   def process(self, element) -> Iterator:
-    key, result = element
-    fields, prepared = result.example
-    output, padding, first = result.inference
+    key, fields, payloads, outputs = element
+    payload, output = self.kind.join(payloads, outputs)
     row = {"file": key[0], "line": key[1]}
-    row.update(self.kind.row(fields, prepared.payload, output))
-    example = (self.kind.example(key, fields, prepared.payload, output)
+    row.update(self.kind.row(fields, payload, output))
+    example = (self.kind.example(key, fields, payload, output)
                if self.job.tfrecord else None)
     yield key, json.dumps(row, ensure_ascii=False), example
-    yield beam.pvalue.TaggedOutput(STATS, {
-        "positions_real": padding.real, "positions_fed": padding.fed,
-        "batches": int(first)})
+
+
+class GlobalBatches(beam.PTransform):
+  """Keyed units -> batches (lists) of units of similar length across the
+  whole input (see the module docstring)."""
+
+  def __init__(self, batch_size: int, max_positions: int,
+               min_rows: int = MIN_ROWS, group_rows: int = GROUP_ROWS):
+    super().__init__()
+    self.batch_size, self.max_positions = batch_size, max_positions
+    self.min_rows, self.group_rows = min_rows, group_rows
+
+  def expand(self, units):
+    ranges = (units
+              | "Bucket" >> beam.Map(lambda u: bucket_of(element_length(u)))
+              | "Count buckets" >> beam.combiners.Count.PerElement()
+              | "All counts" >> beam.combiners.ToDict()
+              | "Ranges" >> beam.Map(layout, self.min_rows,
+                                     self.group_rows))
+    return (units
+            | "Key groups" >> beam.Map(_group_key,
+                                       beam.pvalue.AsSingleton(ranges))
+            | "Group" >> beam.GroupByKey()
+            | "Cut batches" >> beam.FlatMap(
+                lambda group, b, p: cut(list(group[1]), element_length,
+                                        lambda u: u[0], b, p),
+                self.batch_size, self.max_positions))
+
+
+def _group_key(unit, ranges):
+  first, spread = ranges[bucket_of(element_length(unit))]
+  return (first, group_of(unit[0], spread)), unit
 
 
 @contextlib.contextmanager
@@ -166,20 +257,30 @@ class BatchPredict(beam.PTransform):
                 | "Spread rows" >> beam.Reshuffle()
                 | "Prepare" >> beam.ParDo(_Prepare(job)).with_outputs(
                     DEAD, main="ok"))
-    ready = prepared.ok
-    if job.bucketing != "none":
-      ready = (ready
-               | "Batch by length" >> SortAndBatchElements(
+    units = prepared.ok | "Units" >> beam.ParDo(_Units(job))
+    if job.bucketing == "global":
+      units = units | "Batch by length" >> GlobalBatches(
+          job.batch_size, job.positions_per_batch(),
+          group_rows=job.group_rows)
+      handler = handler.with_no_batching()
+    elif job.bucketing == "bundle":
+      units = (units
+               | "Sort bundles" >> SortAndBatchElements(
                    min_batch_size=1, max_batch_size=job.batch_size,
                    max_batch_weight=job.positions_per_batch(),
                    element_size_fn=element_length))
       handler = handler.with_no_batching()
-    predicted = (ready
+    predicted = (units
                  | "RunInference" >> RunInference(handler)
-                 | "Rows" >> beam.ParDo(_Format(job)).with_outputs(
-                     STATS, main="rows"))
+                 | "Outputs" >> beam.ParDo(_Outputs()).with_outputs(
+                     STATS, SPLIT, main="whole"))
+    joined = (predicted[SPLIT]
+              | "Meet by row" >> beam.GroupByKey()
+              | "Join units" >> beam.Map(_joined))
+    rows = ((predicted.whole, joined) | "All rows" >> beam.Flatten()
+            | "Rows" >> beam.ParDo(_Format(job)))
     dead = (read[DEAD], prepared[DEAD]) | "Dead rows" >> beam.Flatten()
-    _write(predicted.rows, "predictions", job, job_dir, job.tfrecord)
+    _write(rows, "predictions", job, job_dir, job.tfrecord)
     _write(dead, "dead-letter", job, job_dir, False)
     return ((read[STATS], predicted[STATS]) | "Stats" >> beam.Flatten()
             | "Sum stats" >> beam.CombineGlobally(_SumStats())
@@ -193,7 +294,10 @@ class _SumStats(beam.CombineFn):
 
   def add_input(self, total, stats):
     for k, v in stats.items():
-      total[k] = total.get(k, 0) + v
+      if isinstance(v, dict):  # counts by name (batch shapes)
+        total[k] = self.add_input(total.get(k, {}), v)
+      else:
+        total[k] = total.get(k, 0) + v
     return total
 
   def merge_accumulators(self, totals):

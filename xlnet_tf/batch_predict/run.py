@@ -252,9 +252,22 @@ def _manifest(job: BatchJob, stats: Dict[str, int],
           "padding": {"positions_real": real, "positions_fed": fed,
                       "fraction": (fed - real) / fed if fed else 0.0,
                       "batches": stats.get("batches", 0),
-                      "bucketing": job.bucketing},
+                      "bucketing": job.bucketing,
+                      "shapes": _shapes(stats.get("shapes", {}))},
           "shards": shards["predictions"],
           "dead_letter_shards": shards["dead-letter"]}
+
+
+def _shapes(counts: Dict[str, int]) -> List[List[int]]:
+  """The batches fed to the model, `[rows, length, count]` sorted, from
+  the stats' counts by "ROWSxLENGTH".
+
+  Example:
+    >>> _shapes({"32x16": 3, "4x512": 1, "32x9": 2})
+    [[4, 512, 1], [32, 9, 2], [32, 16, 3]]
+  """
+  return sorted([*map(int, shape.split("x")), n]
+                for shape, n in counts.items())
 
 
 def summary(manifest: Dict, output_dir: str) -> Dict:

@@ -2,8 +2,10 @@
 run by `xlnet_tf/batch_predict`).
 
 A kind turns one input row into model features (`prepare`, in Python, on
-the worker), runs a batch of them through its export's signature (`infer`)
-and turns each output into one JSON-able row (`row`). Features are LEFT
+the worker) and those into the units the model reads (`units`: the row, or
+a long text's windows), runs a batch of units through its export's
+signature (`infer`), joins a row's outputs (`join`) and turns them into one
+JSON-able row (`row`). Features are LEFT
 padded, as every signature of this project takes them: a row travels
 without its padding (`trimmed`) and a batch is padded to its longest row
 (`left_padded`), so signatures that take any length (`serve_features`,
@@ -128,6 +130,15 @@ class BatchKind:
     return None
 
   @classmethod
+  def bfloat16_problem(cls, meta: dict) -> Optional[str]:
+    """Why an export cannot run in bfloat16 (one line), or None. The
+    engine rewrites the matmuls of a signature's graph; a model that reads
+    long texts in a loop of windows keeps them in the loop's own function,
+    out of the rewrite's reach."""
+    del meta
+    return None
+
+  @classmethod
   def in_context(cls, meta: dict, rows: Iterable) -> Iterable:
     """One file's rows (`Row`s and `DeadRow`s, in file order, as the read
     step yields them) with whatever a row needs from the rows around it
@@ -151,11 +162,25 @@ class BatchKind:
   def prepare(self, fields: dict) -> Prepared:
     raise NotImplementedError
 
+  def units(self, prepared: Prepared) -> List[Prepared]:
+    """What the model reads of one row, as units batched apart from each
+    other (`Prepared(length, unit)`): by default the row itself; a kind
+    that reads a long text's windows independently gives each window, so
+    that it is batched with other windows of its length."""
+    return [prepared]
+
   def infer(self, signature, payloads: List[Any]
             ) -> Tuple[List[Any], List[Padding]]:
-    """One batch through `signature` (a loaded SavedModel signature):
-    per payload, in order, its output and its `Padding`."""
+    """One batch of units through `signature` (a loaded SavedModel
+    signature): per unit payload, in order, its output and its
+    `Padding`."""
     raise NotImplementedError
+
+  def join(self, payloads: List[Any], outputs: List[Any]
+           ) -> Tuple[Any, Any]:
+    """A row's `(payload, output)` for `row` from its units' payloads and
+    outputs, in the order `units` gave them."""
+    return payloads[0], outputs[0]
 
   def row(self, fields: dict, payload: Any, output: Any) -> dict:
     raise NotImplementedError

@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -19,6 +19,13 @@ from xlnet_tf.tasks.batch import (BatchKind, Padding, Prepared, left_padded,
 
 class ClassifierBatch(BatchKind):
   pairs = True
+
+  @classmethod
+  def bfloat16_problem(cls, meta: dict) -> Optional[str]:
+    if meta.get("segment_length"):
+      return ("a model read in segments with memory runs them in a loop "
+              "that the bfloat16 rewrite does not reach; use float32")
+    return None
 
   def prepare(self, fields: dict) -> Prepared:
     encode = self.tokenizer.encode_ids

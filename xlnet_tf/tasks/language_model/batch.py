@@ -18,7 +18,7 @@
 
 from __future__ import annotations
 
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -58,6 +58,12 @@ def embed_length(counts: List[int], window: int, full_windows: bool,
 class LanguageModelBatch(BatchKind):
   """Its options (`batch_flags.options`): `job`, and for embed `layers`,
   `poolings`, `piece_vectors`."""
+
+  @classmethod
+  def bfloat16_problem(cls, meta: dict) -> Optional[str]:
+    del meta
+    return ("a language model's export reads long texts in a loop of "
+            "windows that the bfloat16 rewrite does not reach; use float32")
 
   @property
   def job(self) -> str:

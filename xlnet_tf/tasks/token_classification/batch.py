@@ -143,24 +143,38 @@ class TokenClassifierBatch(BatchKind):
     return Prepared(max(real_length(w) for w in windows),
                     {"windows": windows, "n_words": len(words)})
 
+  def units(self, prepared: Prepared) -> List[Prepared]:
+    # Windows are read independently (`merge_words` joins them): each is
+    # batched with other windows of its length.
+    n_words = prepared.payload["n_words"]
+    return [Prepared(real_length(w), dict(w, n_words=n_words))
+            for w in prepared.payload["windows"]]
+
   def infer(self, signature, payloads: List[dict]
-            ) -> Tuple[List[List[int]], List[Padding]]:
-    windows = [w for p in payloads for w in p["windows"]]
-    longest = max(real_length(w) for w in windows)
+            ) -> Tuple[List[dict], List[Padding]]:
+    """Windows -> per window its real positions' `word_index` and
+    `tag_ids`."""
+    longest = max(real_length(w) for w in payloads)
     length = longest if self.signature == "serve_features" \
         else self.settings.max_seq_length
-    features = left_padded(windows, length, {"word_index": -1})
+    features = left_padded(payloads, length, {"word_index": -1})
     tag_ids = signature(**{k: tf.constant(features[k]) for k in FEATURES}
                         )["tag_ids"].numpy()
-    out, padding, first = [], [], 0
-    for p in payloads:
-      k = len(p["windows"])
-      out.append(merge_words([0] * k, features["word_index"][first:first + k],
-                             tag_ids[first:first + k], [p["n_words"]])[0])
-      padding.append(Padding(sum(real_length(w) for w in p["windows"]),
-                             length * k))
-      first += k
-    return out, padding
+    out = []
+    for b, w in enumerate(payloads):
+      n = real_length(w)
+      out.append({"word_index": w["word_index"],
+                  "tag_ids": tag_ids[b, length - n:]})
+    return out, [Padding(real_length(w), length) for w in payloads]
+
+  def join(self, payloads: List[dict], outputs: List[dict]
+           ) -> Tuple[dict, List[int]]:
+    """A row's windows -> one tag id per word (`merge_words`)."""
+    n_words = payloads[0]["n_words"]
+    tags = merge_words([0] * len(outputs),
+                       [o["word_index"] for o in outputs],
+                       [o["tag_ids"] for o in outputs], [n_words])[0]
+    return {"n_words": n_words}, tags
 
   def row(self, fields: dict, payload: dict, output: List[int]) -> dict:
     del payload
