@@ -38,8 +38,9 @@ from data_utils import beam_jobs, path_checks, paths
 from data_utils.errors import UsageError, check_positive, run_app, run_main
 from data_utils.text_inputs import (FORMATS, InputSpec, check_spec,
                                     file_format, input_files)
-from xlnet_tf.batch_predict.job import (BUCKETINGS, PRECISIONS, BatchJob,
-                                        check_formats, resolve_export)
+from xlnet_tf.batch_predict.engine import PRECISIONS
+from xlnet_tf.batch_predict.job import (BUCKETINGS, BatchJob, check_formats,
+                                        resolve_export)
 from xlnet_tf.batch_predict.run import check_output_dir, run_job, summary
 from xlnet_tf.precision import cpu_has_native_bfloat16
 from xlnet_tf.tasks.registry import batch_specs

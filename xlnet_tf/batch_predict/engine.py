@@ -38,7 +38,7 @@ from tensorflow.python.framework.convert_to_constants import \
 
 from xlnet_tf.batch_predict.integrity import unregistered_ops
 
-ENGINE_PRECISIONS = ("float32", "bfloat16")
+PRECISIONS = ("float32", "bfloat16")
 # The ops that hold XLNet's FLOPs; elementwise ops, softmax and layer norm
 # stay float32 (as Keras' mixed_bfloat16 keeps its variables and norms).
 MATMUL_OPS = frozenset({"MatMul", "BatchMatMul", "BatchMatMulV2",
@@ -233,11 +233,11 @@ class _Signatures(dict):
 def load_export(export_path: str, precision: str = "float32",
                 xla_after: Optional[int] = XLA_AFTER) -> Engine:
   """The export at `export_path`, ready to call in `precision`
-  (`ENGINE_PRECISIONS`). float32 runs a shape under XLA from its
+  (`PRECISIONS`). float32 runs a shape under XLA from its
   `xla_after`+1-th call on (0: always, None: never; see the module
   docstring)."""
-  if precision not in ENGINE_PRECISIONS:
-    raise ValueError(f"precision {precision!r}: one of {ENGINE_PRECISIONS}")
+  if precision not in PRECISIONS:
+    raise ValueError(f"precision {precision!r}: one of {PRECISIONS}")
   if unregistered_ops(export_path):
     # An export with raw-text signatures (a language model's) holds
     # tensorflow_text's ops; the features versions of fine-tuned models

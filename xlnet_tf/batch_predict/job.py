@@ -149,7 +149,6 @@ def check_formats(export: Export, files: Sequence[str],
 # How rows are batched (`pipeline.py`): global length buckets, Beam's
 # per-bundle sort, or arrival order.
 BUCKETINGS = ("global", "bundle", "none")
-PRECISIONS = ("float32", "bfloat16")
 
 
 @dataclasses.dataclass(frozen=True)
