@@ -77,6 +77,10 @@ def define_flags() -> None:
                     "bfloat16: run the model in bfloat16 (fast only on CPUs "
                     "with AVX512_BF16 or AMX; labels may differ on near "
                     "ties).")
+  flags.DEFINE_bool("xla", False, "Run the batch shapes a worker meets "
+                    "more than twice under XLA (float32; each worker "
+                    "freezes the model once and compiles each shape: pays "
+                    "on long jobs with long windows).")
   flags.DEFINE_integer("rows_per_shard", 50_000, "Rows per output shard.")
   flags.DEFINE_bool("overwrite", False, "Replace output-named files in "
                     "--output_dir that this job did not write.")
@@ -176,12 +180,15 @@ def job_from_flags(f):
     problem = export.spec.batch.bfloat16_problem(export.meta)
     if problem:
       raise UsageError(f"--precision=bfloat16: {problem}")
+    if f.xla:
+      raise UsageError("--xla: XLA runs float32 only; drop it or "
+                       "--precision=bfloat16")
   workers = [int(m.group(1)) for m in map(_WORKERS.match, beam_args) if m]
   job = BatchJob(export, f.input, tuple(files), spec, options,
                  paths.absolute(f.output_dir), f.rows_per_shard, f.tfrecord,
                  f.batch_size, f.bucketing, f.overwrite,
                  _expected_rows(files, spec), max(workers, default=1),
-                 f.precision)
+                 f.precision, f.xla)
   check_output_dir(job)
   if f.precision == "bfloat16" and cpu_has_native_bfloat16() is False:
     # The job still runs (its answers can be compared with float32's).

@@ -31,8 +31,12 @@ XLNet-Base's shape), exported with a window of 512, `--batch_size=32`.
    a summary of `shapes` when the job writes them). `summary` gives each
    figure's median and [min, max] over the rounds.
 2. Memory (`--skip_rss` to leave out): `--rss_input`'s first `--rss_rows`
-   rows once (1x, one file) and 8 times (8x, 8 files: the same rows under
-   other keys), `--bucketing=global` and `bundle`, 2 worker processes.
+   rows once (1x, one file) and n times for each n of `--rss_scales`
+   (default 1,8; n files: the same rows under other keys), each
+   bucketing of `--rss_bucketings` (default global,bundle), 2 worker
+   processes. Each run also reports its largest batch in positions
+   (`largest_batch_positions`, rows x length, from the manifest): what
+   bounds a worker's activations.
    While a job runs, a thread walks the driver's process tree (psutil)
    every 0.2 s and keeps each process's largest RSS and its VmHWM (from
    /proc/<pid>/status: the kernel's peak, so nothing between samples is
@@ -53,6 +57,7 @@ and the others still run.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -158,10 +163,11 @@ def bench_memory(args, export, inputs, checker) -> dict:
   base = f"{args.work}/rss_rows{os.path.splitext(path)[1]}"
   with open(base, "w", encoding="utf-8") as f:
     f.write("\n".join(rows) + "\n")
+  scales = [int(n) for n in args.rss_scales.split(",")]
   patterns = {n: write_copies(base, f"{args.work}/rss{n}x", n)
-              for n in (1, 8)}
+              for n in scales}
   result = {"input": args.rss_input, "rows_1x": len(rows)}
-  for bucketing in ("global", "bundle"):
+  for bucketing in args.rss_bucketings.split(","):
     by_scale = {}
     for n, pattern in patterns.items():
       out = f"{args.work}/out/rss_{bucketing}_{n}x"
@@ -174,14 +180,20 @@ def bench_memory(args, export, inputs, checker) -> dict:
       # Every copy's rows are the 1x rows: compare them by line.
       checker.check("rss", f"memory {bucketing} {n}x", out, run,
                     lambda key: ("part-0" + key[0][6:], key[1]))
+      # What bounds a worker's peak: its largest batch, in positions.
+      with open(f"{out}/manifest.json", encoding="utf-8") as f:
+        shapes = json.load(f)["padding"].get("shapes", [])
+      run["largest_batch_positions"] = max(
+          (rows_ * length for rows_, length, _ in shapes), default=None)
       print(f"memory {bucketing} {n}x: {run}", file=sys.stderr, flush=True)
       by_scale[f"{n}x"] = run
     peaks = {s: max((w["vm_hwm_mb"] for w in r.get("memory", {}).get(
         "workers", [])), default=None) for s, r in by_scale.items()}
     by_scale["worker_peak_mb"] = peaks
     if all(peaks.values()):
-      by_scale["worker_peak_8x_over_1x"] = round(peaks["8x"] / peaks["1x"],
-                                                 3)
+      first = peaks[f"{scales[0]}x"]
+      by_scale["worker_peak_over_first"] = {
+          s: round(p / first, 3) for s, p in peaks.items()}
     result[bucketing] = by_scale
   return result
 
@@ -212,6 +224,10 @@ def main():
   parser.add_argument("--rss_input", default="mix", choices=INPUTS)
   parser.add_argument("--rss_rows", type=int, default=512,
                       help="rows of the 1x input of the memory runs")
+  parser.add_argument("--rss_scales", default="1,8",
+                      help="comma-separated copies of the 1x input")
+  parser.add_argument("--rss_bucketings", default="global,bundle",
+                      help="comma-separated bucketings of the memory runs")
   parser.add_argument("--keep", default=None,
                       help="work in this folder and keep it (inputs, "
                            "outputs, each job's stderr)")

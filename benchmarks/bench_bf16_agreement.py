@@ -61,6 +61,9 @@ def parse_args():
                  "tree is being edited).")
   p.add_argument("--rounds", type=int, default=2)
   p.add_argument("--train_steps", type=int, default=250)
+  p.add_argument("--ner_train_steps", type=int, default=None,
+                 help="NER's training steps (default: --train_steps); NER "
+                 "needs more than SST-2 to learn from random init.")
   p.add_argument("--max_seq_length", type=int, default=64,
                  help="Training and export window (SST-2 sentences and "
                  "CoNLL sentences fit in 64 pieces nearly always).")
@@ -94,16 +97,18 @@ def train_commands(args, data):
             f"--spiece_model_file={data}/spiece/spiece.model",
             "--do_train", "--do_eval", f"--max_seq_length={args.max_seq_length}",
             f"--train_batch_size={args.train_batch_size}",
-            f"--train_steps={args.train_steps}", "--warmup_steps=30",
+            "--warmup_steps=30",
             "--iterations=50", "--eval_batch_size=64"]
   return {
       "sst2": ([sys.executable, "run_classifier.py", "--task_name=sst-2",
                 f"--data_dir={data}/glue/SST-2", f"--output_dir={w}/sst2/data",
                 f"--model_dir={w}/sst2/model", *common,
+                f"--train_steps={args.train_steps}",
                 "--learning_rate=1e-3"], f"{w}/sst2/model"),
       "ner": ([sys.executable, "run_ner.py", f"--data_dir={data}/conll2003",
                f"--output_dir={w}/ner/data", f"--model_dir={w}/ner/model",
-               *common, "--doc_stride=32", "--learning_rate=2e-3"],
+               *common, "--doc_stride=32", "--learning_rate=2e-3",
+               f"--train_steps={args.ner_train_steps or args.train_steps}"],
               f"{w}/ner/model")}
 
 
@@ -271,7 +276,8 @@ def main():
       # float32 computation: probabilities equal within Beam's batch noise.
       "bfloat16_changed_outputs": sst2["max_abs_delta_probability"] > 1e-5,
       "model_config": SMALL, "max_seq_length": args.max_seq_length,
-      "train_steps": args.train_steps,
+      "train_steps": {"sst2": args.train_steps,
+                      "ner": args.ner_train_steps or args.train_steps},
       "train_batch_size": args.train_batch_size,
       "dev_metrics": metrics, "rounds": args.rounds,
       "speed": speed, "labels_stable_across_rounds": stable,

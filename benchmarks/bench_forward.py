@@ -10,11 +10,12 @@ each shape then: its time is reported); the driver then asks the
 processes in turn, round after round, to time every shape, so a slow
 spell of this shared machine lands on all variants alike. Per shape and
 variant: positions/s of each round (the median of --steps calls), their
-median and spread (max/min - 1), and the compile (first call) seconds.
+median and spread (max/min - 1), the load (and freeze) seconds, and the
+first call's (XLA: compile) seconds.
 
 Variants (default: all but bf16):
   saved         the loaded SavedModel's signature, called as before issue 38
-  frozen        engine float32, xla_after=None (frozen graph, no XLA)
+  frozen        engine.FrozenSignature float32 (frozen graph, no XLA)
   xla           engine float32, xla_after=0 (XLA from the first call)
   xla_inter1    xla with inter_op_parallelism_threads=1
   frozen_eigen  frozen with TF_ENABLE_ONEDNN_OPTS=0 (Eigen kernels)
@@ -67,10 +68,13 @@ def _tf_runner(args):
   threads = 1 if args.variant == "xla_inter1" else args.threads
   tf.config.threading.set_inter_op_parallelism_threads(threads)
   tf.config.threading.set_intra_op_parallelism_threads(args.threads)
-  from xlnet_tf.batch_predict.engine import \
-      load_export  # pylint: disable=import-outside-toplevel
+  from xlnet_tf.batch_predict.engine import (  # pylint: disable=import-outside-toplevel
+      FrozenSignature, load_export)
   if args.variant == "saved":
     sig = tf.saved_model.load(args.export_dir).signatures["serve_features"]
+  elif args.variant.startswith("frozen"):
+    loaded = tf.saved_model.load(args.export_dir)  # alive while it freezes
+    sig = FrozenSignature(loaded.signatures["serve_features"])
   else:
     precision = "bfloat16" if args.variant == "bf16" else "float32"
     sig = load_export(args.export_dir, precision,
@@ -107,7 +111,9 @@ def _hf_runner(args):
 def child(args) -> None:
   """Loads, warms every shape (reporting the first call's seconds), then
   times a round per line read from stdin, printing one JSON line each."""
+  t0 = time.perf_counter()
   run = (_hf_runner if args.variant == "hf" else _tf_runner)(args)
+  load_seconds = round(time.perf_counter() - t0, 2)
   shapes = shapes_of(args.shapes)
   first = {}
   for b, l in shapes:
@@ -116,7 +122,8 @@ def child(args) -> None:
     first[f"{b}x{l}"] = round(time.perf_counter() - t0, 2)
     for _ in range(args.warmup):
       run(b, l)
-  print(json.dumps({"ready": True, "first_call_seconds": first}), flush=True)
+  print(json.dumps({"ready": True, "load_seconds": load_seconds,
+                    "first_call_seconds": first}), flush=True)
   for _ in sys.stdin:
     out = {}
     for b, l in shapes:
@@ -206,6 +213,7 @@ def main(argv=None) -> None:
       row[v] = {"positions_per_sec": [round(x, 1) for x in rates],
                 "median": round(statistics.median(rates), 1),
                 "spread": round(max(rates) / min(rates) - 1, 3),
+                "load_seconds": ready[v]["load_seconds"],
                 "first_call_seconds": ready[v]["first_call_seconds"][shape]}
     if "hf" in row:
       hf = row["hf"]["median"]

@@ -1,7 +1,8 @@
 """The batch-prediction worker's engine (`xlnet_tf/batch_predict/engine.py`)
-on a tiny classifier export: float32 (frozen graph, with and without XLA)
-answers as the SavedModel's own signature does, at every length it is
-given; bfloat16 answers within bfloat16 rounding of float32 and not
+on a tiny classifier export: float32 (the SavedModel's signature, or XLA
+for repeated shapes on a graph frozen at the first compile, or the frozen
+graph alone) answers as the SavedModel's own signature does, at every
+length it is given; bfloat16 answers within bfloat16 rounding of float32 and not
 bit-identically (it ran in bfloat16), with float32 in and out; and
 run_batch_predict.py says once, on stderr, when the CPU only emulates
 bfloat16."""
@@ -16,7 +17,8 @@ import tensorflow as tf
 
 import xlnet_tf as xt
 from conftest import ROOT, spiece_path
-from xlnet_tf.batch_predict.engine import (MATMUL_OPS, bfloat16_graph,
+from xlnet_tf.batch_predict.engine import (MATMUL_OPS, FrozenSignature,
+                                           XlaSignature, bfloat16_graph,
                                            load_export)
 from xlnet_tf.tasks.classification.serving import export_classifier
 from xlnet_tf.tasks.classification.batch import ClassifierBatch
@@ -65,13 +67,23 @@ def _calls(signature):
           for b, l in SHAPES]
 
 
-@pytest.mark.parametrize("xla_after", [1, None])
-def test_float32_answers_as_the_saved_model(export, xla_after):
+@pytest.mark.parametrize("way", ["xla", "saved_model", "frozen"])
+def test_float32_answers_as_the_saved_model(export, way):
   reference = _calls(tf.saved_model.load(export).signatures["serve_features"])
-  engine = load_export(export, "float32", xla_after=xla_after)
-  # xla_after=1: each shape's first call plain, its second under XLA.
-  got = _calls(engine.signatures["serve_features"]) + \
-      _calls(engine.signatures["serve_features"])
+  engine = load_export(export, "float32",
+                       xla_after=1 if way == "xla" else None)
+  signature = engine.signatures["serve_features"]
+  if way == "frozen":
+    signature = FrozenSignature(engine.loaded.signatures["serve_features"])
+  elif way == "xla":
+    # Each shape's first call runs the SavedModel's signature, unfrozen;
+    # its second compiles (the first compile freezes).
+    assert isinstance(signature, XlaSignature)
+    first = _calls(signature)
+    assert signature._xla is None  # pylint: disable=protected-access
+  else:
+    assert signature is engine.loaded.signatures["serve_features"]
+  got = (first if way == "xla" else _calls(signature)) + _calls(signature)
   for want, out in zip(reference * 2, got):
     assert sorted(out) == ["class_id", "label", "logits", "probabilities"]
     for k, v in want.items():
@@ -83,7 +95,9 @@ def test_float32_answers_as_the_saved_model(export, xla_after):
     np.testing.assert_array_equal(out["class_id"], want["class_id"])
     np.testing.assert_array_equal(out["label"], want["label"])
   assert engine.signatures["serve_features"] is \
-      engine.signatures["serve_features"]  # frozen once
+      engine.signatures["serve_features"]  # built once
+  if way == "xla":
+    assert signature._xla is not None  # pylint: disable=protected-access
 
 
 def test_bfloat16_rounds_and_keeps_float32_outside(export):
@@ -137,7 +151,7 @@ def test_emulated_bfloat16_is_said_once_before_any_work(export, tmp_path,
       export_dir=export, input=str(rows), input_format="auto",
       text_column=None, text_b_column=None, output_dir=str(tmp_path / "out"),
       job=None, layers=["-1"], pooling=["masked_mean"], tfrecord=False,
-      batch_size=4, bucketing="global", precision="bfloat16",
+      batch_size=4, bucketing="global", precision="bfloat16", xla=False,
       rows_per_shard=50_000, overwrite=False, runner=None,
       pipeline_options=None)
   with mock.patch.object(run_batch_predict, "cpu_has_native_bfloat16",
@@ -166,3 +180,20 @@ def test_bfloat16_is_refused_before_any_work_for_a_loop_of_windows():
   assert LanguageModelBatch.bfloat16_problem({}) == (
       "a language model's export reads long texts in a loop of windows "
       "that the bfloat16 rewrite does not reach; use float32")
+
+
+def test_xla_with_bfloat16_is_refused_before_any_work(export, tmp_path):
+  rows = tmp_path / "rows.txt"
+  rows.write_text("It rains.\n")
+  f = types.SimpleNamespace(
+      export_dir=export, input=str(rows), input_format="auto",
+      text_column=None, text_b_column=None, output_dir=str(tmp_path / "out"),
+      job=None, layers=["-1"], pooling=["masked_mean"], tfrecord=False,
+      batch_size=4, bucketing="global", precision="bfloat16", xla=True,
+      rows_per_shard=50_000, overwrite=False, runner=None,
+      pipeline_options=None)
+  with pytest.raises(run_batch_predict.UsageError) as e:
+    run_batch_predict.job_from_flags(f)
+  assert str(e.value) == ("--xla: XLA runs float32 only; drop it or "
+                          "--precision=bfloat16")
+  assert not (tmp_path / "out").exists()

@@ -35,7 +35,7 @@ DEFAULTS = dict(export_dir=None, input=None, input_format="auto",
                 text_column=None, text_b_column=None, output_dir=None,
                 job=None, layers=["-1"], pooling=["masked_mean"],
                 tfrecord=False, batch_size=4, bucketing="global",
-                precision="float32",
+                precision="float32", xla=False,
                 rows_per_shard=50_000, overwrite=False, runner=None,
                 pipeline_options=None)
 

@@ -4,18 +4,20 @@
 are called with `[B, L]` tensors and return a dict of tensors, as the
 loaded SavedModel's are (same names, dtypes and shapes).
 
-Each signature is frozen once, on first use: its variables become
-constants of one inlined graph (`convert_variables_to_constants_v2`), which
-the worker then runs as a plain function.
-  float32   the frozen graph as it is; a shape called more than
-            `XLA_AFTER` times runs under XLA from then on (compiled once per
-            shape and process, seconds at XLNet-Base; then faster than the
-            SavedModel's graph: benchmarks/README.md, issue 38). String
-            outputs (a classifier's `label`) are looked up outside XLA,
-            which has no strings.
-  bfloat16  every float32 MatMul, BatchMatMul and Einsum of the frozen
-            graph computes in bfloat16 (its inputs cast to bfloat16, its
-            result cast back), the rest in float32: outputs differ from
+  float32   the SavedModel's own signatures, as loaded. With `xla_after`
+            (the job's `--xla`), a shape called more than `xla_after` times
+            runs under XLA from then on (`XlaSignature`): the signature is
+            frozen on the first compile (its variables become constants of
+            one graph, `convert_variables_to_constants_v2`), then each
+            shape compiles once per process. Both cost tens of seconds at
+            XLNet-Base on 2 cores, and XLA is faster only on long windows
+            (benchmarks/README.md, issue 38), so it is off by default.
+            String outputs (a classifier's `label`) are looked up outside
+            XLA, which has no strings.
+  bfloat16  the signature frozen once, on first use; every float32
+            MatMul, BatchMatMul and Einsum of that graph computes in
+            bfloat16 (its inputs cast to bfloat16, its result cast back),
+            the rest in float32: outputs differ from
             float32 by bfloat16 rounding only, with float32 in and out.
             TensorFlow's own `auto_mixed_precision_onednn_bfloat16`
             grappler pass changed nothing on an AVX2 CPU (TF 2.20), so
@@ -50,7 +52,7 @@ _BF16, _F32 = types_pb2.DT_BFLOAT16, types_pb2.DT_FLOAT
 XLA_AFTER = 2
 # Shapes compiled per signature and worker, at most: each compile costs
 # seconds at XLNet-Base, and a job with many distinct lengths must not pay
-# one per length; shapes past the budget run the frozen graph.
+# one per length; shapes past the budget run the SavedModel's graph.
 XLA_SHAPES = 16
 
 
@@ -128,28 +130,60 @@ def has_loop(signature) -> bool:
   return any(n.op in ("While", "StatelessWhile") for n in nodes)
 
 
-class FrozenSignature:
-  """One signature of the export as a frozen graph: called with the
-  signature's keyword tensors, returns its dict of tensors."""
+def _freeze(signature, precision: str) -> tuple:
+  """`(graph_def, inputs, outputs, bfloat16_ops)`: `signature` frozen (its
+  variables constants of one graph), in `precision`; `inputs` and
+  `outputs` its tensors (of the frozen function), in the signature's
+  order."""
+  frozen = convert_variables_to_constants_v2(signature)
+  graph_def, changed = frozen.graph.as_graph_def(), 0
+  if precision == "bfloat16":
+    graph_def, changed = bfloat16_graph(graph_def)
+  return graph_def, frozen.inputs, frozen.outputs, changed
 
-  def __init__(self, signature, precision: str = "float32",
-               xla_after: Optional[int] = None):
-    frozen = convert_variables_to_constants_v2(signature)
-    jit = xla_after is not None
-    self.xla_after, self._seen = xla_after, collections.Counter()
-    self._compiled: Set[tuple] = set()
-    graph_def = frozen.graph.as_graph_def()
-    self.bfloat16_ops = 0
-    if precision == "bfloat16":
-      graph_def, self.bfloat16_ops = bfloat16_graph(graph_def)
-    self._inputs = [t.name for t in frozen.inputs]
-    self._keys = [t.name.split(":")[0] for t in frozen.inputs]
+
+def _imported(graph_def):
+  """`prune` over `graph_def` imported once: `prune(inputs, outputs)`
+  (tensor names) is a function of those inputs giving those outputs."""
+  imported = tf.compat.v1.wrap_function(
+      lambda: tf.compat.v1.import_graph_def(graph_def, name=""), [])
+  find = imported.graph.as_graph_element
+  return lambda inputs, outputs: imported.prune(
+      [find(x) for x in inputs], [find(x) for x in outputs])
+
+
+class FrozenSignature:
+  """One signature of the export as a frozen graph in `precision`: called
+  with the signature's keyword tensors, returns its dict of tensors."""
+
+  def __init__(self, signature, precision: str = "float32"):
+    graph_def, inputs, outputs, self.bfloat16_ops = _freeze(signature,
+                                                            precision)
+    self._keys = [t.name.split(":")[0] for t in inputs]
     self._structure = signature.structured_outputs
-    outputs = [t.name for t in frozen.outputs]
-    strings = [name for name, t in zip(outputs, frozen.outputs)
-               if t.dtype == tf.string]
+    self._call = _imported(graph_def)([t.name for t in inputs],
+                                      [t.name for t in outputs])
+
+  def __call__(self, **tensors) -> Dict[str, tf.Tensor]:
+    flat = self._call(*[tensors[k] for k in self._keys])
+    return tf.nest.pack_sequence_as(self._structure, flat)
+
+
+class _XlaGraph:
+  """A signature's numeric part compiled by XLA (one trace, one compile
+  per input shape), its string outputs (a classifier's `label`) looked up
+  after it, outside XLA, which has no strings."""
+
+  def __init__(self, signature):
+    graph_def, input_tensors, output_tensors, _ = _freeze(signature,
+                                                          "float32")
+    inputs = [t.name for t in input_tensors]
+    outputs = [t.name for t in output_tensors]
+    self._keys = [name.split(":")[0] for name in inputs]
+    self._structure = signature.structured_outputs
+    strings = [t.name for t in output_tensors if t.dtype == tf.string]
     frontier = []
-    if jit and strings:
+    if strings:
       frontier, part = _string_part(graph_def, strings)
       for node in graph_def.node:
         if node.name in part:
@@ -158,48 +192,55 @@ class FrozenSignature:
           data = [x for x in node.input if not x.startswith("^")]
           del node.input[:]
           node.input.extend(data)
-    imported = tf.compat.v1.wrap_function(
-        lambda: tf.compat.v1.import_graph_def(graph_def, name=""), [])
-    find = imported.graph.as_graph_element
-    self._plain = imported.prune([find(x) for x in self._inputs],
-                                 [find(x) for x in outputs])
-    self._outputs, self._strings = outputs, None
-    if not jit:
-      return
-    numeric = [o for o in outputs if o not in strings]
-    # One trace for every shape (XLA still compiles each shape it meets).
-    specs = [tf.TensorSpec.from_tensor(t) for t in frozen.inputs]
-    self._xla = tf.function(
-        imported.prune([find(x) for x in self._inputs],
-                       [find(x) for x in numeric + frontier]),
-        input_signature=specs, jit_compile=True)
-    self._numeric, self._frontier = numeric, frontier
-    if strings:
-      self._strings = imported.prune([find(x) for x in frontier],
-                                     [find(x) for x in strings])
+    prune = _imported(graph_def)
+    self._outputs = outputs
+    self._numeric = [o for o in outputs if o not in strings]
+    self._frontier = frontier
+    specs = [tf.TensorSpec.from_tensor(t) for t in input_tensors]
+    self._xla = tf.function(prune(inputs, self._numeric + frontier),
+                            input_signature=specs, jit_compile=True)
+    self._strings = prune(frontier, strings) if strings else None
 
   def __call__(self, **tensors) -> Dict[str, tf.Tensor]:
-    args = [tensors[k] for k in self._keys]
-    shape = tuple(tuple(a.shape) for a in args)
-    self._seen[shape] += 1
-    if (self.xla_after is not None and self._seen[shape] > self.xla_after
-        and len(self._compiled) < XLA_SHAPES):
-      self._compiled.add(shape)
-    if shape not in self._compiled:
-      flat = self._plain(*args)
-    else:
-      got = dict(zip(self._numeric + self._frontier, self._xla(*args)))
-      if self._strings is not None:
-        names = [o for o in self._outputs if o not in got]
-        got.update(zip(names, self._strings(
-            *[got[x] for x in self._frontier])))
-      flat = [got[o] for o in self._outputs]
+    got = dict(zip(self._numeric + self._frontier,
+                   self._xla(*[tensors[k] for k in self._keys])))
+    if self._strings is not None:
+      names = [o for o in self._outputs if o not in got]
+      got.update(zip(names, self._strings(
+          *[got[x] for x in self._frontier])))
+    flat = [got[o] for o in self._outputs]
     return tf.nest.pack_sequence_as(self._structure, flat)
 
 
+class XlaSignature:
+  """A float32 signature whose input shapes called more than `xla_after`
+  times run under XLA (at most `XLA_SHAPES` of them); the others run the
+  SavedModel's own signature. The signature is frozen on the first
+  compile, not before: a job whose shapes never repeat pays nothing."""
+
+  def __init__(self, signature, xla_after: int):
+    self.signature, self.xla_after = signature, xla_after
+    self._seen = collections.Counter()
+    self._compiled: Set[tuple] = set()
+    self._xla: Optional[_XlaGraph] = None
+
+  def __call__(self, **tensors) -> Dict[str, tf.Tensor]:
+    shape = tuple((k, tuple(v.shape)) for k, v in sorted(tensors.items()))
+    self._seen[shape] += 1
+    if (self._seen[shape] > self.xla_after
+        and len(self._compiled) < XLA_SHAPES):
+      self._compiled.add(shape)
+    if shape not in self._compiled:
+      return self.signature(**tensors)
+    if self._xla is None:
+      self._xla = _XlaGraph(self.signature)
+    return self._xla(**tensors)
+
+
 class Engine:
-  """A loaded export whose `.signatures[name]` are `FrozenSignature`s,
-  each built on first use and kept."""
+  """A loaded export whose `.signatures[name]` run in its precision, each
+  built on first use and kept: float32 the SavedModel's own signature (an
+  `XlaSignature` of it with `xla_after`), bfloat16 a `FrozenSignature`."""
 
   def __init__(self, loaded, precision: str = "float32",
                xla_after: Optional[int] = None):
@@ -215,7 +256,9 @@ class _Signatures(dict):
   def __missing__(self, name: str) -> Callable:
     e = self._engine
     signature = e.loaded.signatures[name]
-    if has_loop(signature):
+    if e.precision == "float32" and e.xla_after is None:
+      self[name] = signature
+    elif has_loop(signature):
       # A loop's v1 frames do not survive freezing and import: it runs as
       # the SavedModel's own graph (the job refuses bfloat16 for such
       # exports before any work: `BatchKind.bfloat16_problem`).
@@ -223,19 +266,19 @@ class _Signatures(dict):
         raise ValueError(f"{name}: a loop of windows; {e.precision} runs "
                          "only signatures without one")
       self[name] = signature
-      return signature
-    self[name] = FrozenSignature(
-        signature, e.precision,
-        e.xla_after if e.precision == "float32" else None)
+    elif e.precision == "float32":
+      self[name] = XlaSignature(signature, e.xla_after)
+    else:
+      self[name] = FrozenSignature(signature, e.precision)
     return self[name]
 
 
 def load_export(export_path: str, precision: str = "float32",
-                xla_after: Optional[int] = XLA_AFTER) -> Engine:
+                xla_after: Optional[int] = None) -> Engine:
   """The export at `export_path`, ready to call in `precision`
   (`PRECISIONS`). float32 runs a shape under XLA from its
-  `xla_after`+1-th call on (0: always, None: never; see the module
-  docstring)."""
+  `xla_after`+1-th call on (0: always, None: never, the default; see the
+  module docstring)."""
   if precision not in PRECISIONS:
     raise ValueError(f"precision {precision!r}: one of {PRECISIONS}")
   if unregistered_ops(export_path):

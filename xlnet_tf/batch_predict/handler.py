@@ -23,7 +23,7 @@ from typing import Any, Iterable, List, Optional, Sequence
 from apache_beam.ml.inference.base import ModelHandler, PredictionResult
 
 from data_utils.progress import Progress
-from xlnet_tf.batch_predict.engine import load_export
+from xlnet_tf.batch_predict.engine import XLA_AFTER, load_export
 from xlnet_tf.tasks.batch import BatchKind, Prepared
 
 NAMESPACE = "xlnet_tf_batch_predict"
@@ -40,16 +40,18 @@ class ExportModelHandler(ModelHandler):
 
   def __init__(self, export_path: str, kind: BatchKind, batch_size: int,
                expected_rows: Optional[int] = None,
-               precision: str = "float32"):
+               precision: str = "float32", xla: bool = False):
     # Whole batches: Beam's estimator would otherwise start at one row and
     # grow with its timings (many small batches on short jobs).
     super().__init__(min_batch_size=batch_size, max_batch_size=batch_size)
     self.export_path, self.kind = export_path, kind
     self.expected_rows, self.precision = expected_rows, precision
+    self.xla = xla
     self._progress = None
 
   def load_model(self):
-    return load_export(self.export_path, self.precision)
+    return load_export(self.export_path, self.precision,
+                       XLA_AFTER if self.xla else None)
 
   def run_inference(self, batch: Sequence[Any], model,
                     inference_args: Optional[dict] = None
@@ -64,9 +66,12 @@ class ExportModelHandler(ModelHandler):
     outputs, padding = self.kind.infer(signature,
                                        [p.payload for p in prepared])
     if self._progress is None:
-      self._progress = Progress("units predicted by this worker",
-                                total=self.expected_rows, unit="units")
-    self._progress.update(len(batch))
+      self._progress = Progress("rows predicted by this worker",
+                                total=self.expected_rows, unit="rows")
+    # A row counts with its first unit (the one carrying its fields), so
+    # the rate and ETA are in rows, as the total is.
+    self._progress.update(sum(1 for example in batch
+                              if example[0] is not None))
     return [PredictionResult(example, (output, pad,
                                        len(batch) if i == 0 else 0))
             for i, (example, output, pad) in enumerate(

@@ -171,6 +171,8 @@ class BatchJob:
   expected_rows: Optional[int] = None
   workers: int = 1
   precision: str = "float32"
+  # float32 shapes called more than `engine.XLA_AFTER` times run under XLA.
+  xla: bool = False
   # Units per global-bucketing group, about (`buckets.GROUP_ROWS`): what a
   # worker holds at once.
   group_rows: int = GROUP_ROWS

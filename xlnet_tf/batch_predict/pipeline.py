@@ -247,7 +247,7 @@ class BatchPredict(beam.PTransform):
         job.export.path, job.kind(), job.batch_size,
         expected_rows=(-(-job.expected_rows // job.workers)
                        if job.expected_rows else None),
-        precision=job.precision))
+        precision=job.precision, xla=job.xla))
     read = (root
             | "Files" >> beam.Create(list(job.files))
             | "Spread files" >> beam.Reshuffle()
