@@ -142,18 +142,23 @@ def test_unknown_precision_is_refused(export):
                           "'bfloat16')")
 
 
-@pytest.mark.parametrize("native", [False, True, None])
-def test_emulated_bfloat16_is_said_once_before_any_work(export, tmp_path,
-                                                        capsys, native):
+def _bfloat16_flags(export, tmp_path, xla: bool):
+  """run_batch_predict's flags for `--precision=bfloat16` on two rows."""
   rows = tmp_path / "rows.txt"
   rows.write_text("It rains.\nThe street is wet.\n")
-  f = types.SimpleNamespace(
+  return types.SimpleNamespace(
       export_dir=export, input=str(rows), input_format="auto",
       text_column=None, text_b_column=None, output_dir=str(tmp_path / "out"),
       job=None, layers=["-1"], pooling=["masked_mean"], tfrecord=False,
-      batch_size=4, bucketing="global", precision="bfloat16", xla=False,
+      batch_size=4, bucketing="global", precision="bfloat16", xla=xla,
       rows_per_shard=50_000, overwrite=False, runner=None,
       pipeline_options=None)
+
+
+@pytest.mark.parametrize("native", [False, True, None])
+def test_emulated_bfloat16_is_said_once_before_any_work(export, tmp_path,
+                                                        capsys, native):
+  f = _bfloat16_flags(export, tmp_path, xla=False)
   with mock.patch.object(run_batch_predict, "cpu_has_native_bfloat16",
                          return_value=native):
     job, _ = run_batch_predict.job_from_flags(f)
@@ -183,15 +188,7 @@ def test_bfloat16_is_refused_before_any_work_for_a_loop_of_windows():
 
 
 def test_xla_with_bfloat16_is_refused_before_any_work(export, tmp_path):
-  rows = tmp_path / "rows.txt"
-  rows.write_text("It rains.\n")
-  f = types.SimpleNamespace(
-      export_dir=export, input=str(rows), input_format="auto",
-      text_column=None, text_b_column=None, output_dir=str(tmp_path / "out"),
-      job=None, layers=["-1"], pooling=["masked_mean"], tfrecord=False,
-      batch_size=4, bucketing="global", precision="bfloat16", xla=True,
-      rows_per_shard=50_000, overwrite=False, runner=None,
-      pipeline_options=None)
+  f = _bfloat16_flags(export, tmp_path, xla=True)
   with pytest.raises(run_batch_predict.UsageError) as e:
     run_batch_predict.job_from_flags(f)
   assert str(e.value) == ("--xla: XLA runs float32 only; drop it or "
