@@ -31,6 +31,7 @@ from data_utils.ner.features import NerFeatureSettings, convert_data
 from data_utils.ner.reader import read_ner
 from data_utils.text_inputs import InputSpec, read_rows
 from data_utils.tokenization import SEG_ID_B, SentencePieceTokenizer
+from xlnet_tf.batch_predict import pipeline
 from xlnet_tf.batch_predict.buckets import padding_of, plan
 from xlnet_tf.batch_predict.job import BatchJob, resolve_export
 from xlnet_tf.batch_predict.run import run_jobs
@@ -373,3 +374,30 @@ def test_per_bundle_and_unbucketed_batches_give_the_scripts_tags(
   assert len(rows) == len(script)
   for want in script:
     assert rows[(work["ner_test"], want["line"])]["tags"] == want["tags"]
+
+
+def test_units_lost_inside_the_runner_are_named_and_nothing_is_published(
+    work, runs, monkeypatch):
+  """A unit that never comes out of RunInference (as a runner that loses
+  data would do) stops the job before publishing, and the line names the
+  step where the counts part."""
+  _, reference = runs["in_process"]["classifier"]
+  counts = reference["counts"]
+  job = _jobs(work, work["tmp"] / "lossy")["classifier"]
+  victim = min(_rows(runs["in_process"]["classifier"][0]))[1]
+  keep = pipeline._Outputs.process
+
+  def drop_one(self, element):
+    (key, _, _), _ = element
+    if key[1] != victim:
+      yield from keep(self, element)
+  monkeypatch.setattr(pipeline._Outputs, "process", drop_one)
+  with pytest.raises(RuntimeError) as raised:
+    run_jobs([job], ["--runner=DirectRunner"])
+  read, predicted = counts["rows_read"], counts["predicted"]
+  assert str(raised.value) == (
+      f"{read} rows read, but {predicted - 1} predicted and "
+      f"{counts['dead_letters']} dead letters written: lost in the batching "
+      f"and RunInference ({predicted} units made, {predicted - 1} "
+      "predicted); nothing was published")
+  assert os.listdir(job.output_dir) == []

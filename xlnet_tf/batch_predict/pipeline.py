@@ -27,9 +27,16 @@ one unit goes straight on.
 
 Rows that cannot be read or prepared leave the main path as dead rows
 `(key, reason)` and are written as the `dead-letter` stream. The job's
-counts travel as data, summed into the job folder's `stats.json`
-(`rows_read`, `positions_real`, `positions_fed`, `batches`, `shapes`):
+counts travel as data, summed into the job folder's `stats.json`:
 Beam's counters can miss the rows of batches its timers flushed.
+  rows_read, rows_dead           read (dead ones among them), and dead
+                                 when prepared
+  rows_prepared, units           rows that went on, and their units
+  units_predicted                units out of RunInference
+  rows_formatted                 rows handed to the shard writer
+  positions_real, positions_fed, batches, shapes    the padding
+Each step's count is what the next should see: the driver names the step
+where rows went missing, if any did (`run.lost_rows`).
 
 The job's folder may be a key prefix in a bucket (`--output_dir` there):
 every unit reads its inputs from their URLs and writes whole objects
@@ -74,7 +81,7 @@ class _ReadRows(beam.DoFn):
     self.job = job
 
   def process(self, path: str) -> Iterator:
-    rows = 0
+    rows = dead = 0
     export = self.job.export
     # Rows name their file relative to the inputs' common folder: the same
     # bytes whether the corpus lies on a disk or in a bucket.
@@ -83,10 +90,12 @@ class _ReadRows(beam.DoFn):
         export.meta, read_rows(path, self.job.inputs)):
       rows += 1
       if isinstance(row, DeadRow):
+        dead += 1
         yield _dead((name, row.line), row.reason)
       else:
         yield ((name, row.line), row.fields)
-    yield beam.pvalue.TaggedOutput(STATS, {"rows_read": rows})
+    yield beam.pvalue.TaggedOutput(STATS, {"rows_read": rows,
+                                           "rows_dead": dead})
 
 
 class _KindDoFn(beam.DoFn):
@@ -109,6 +118,7 @@ class _Prepare(_KindDoFn):
       yield key, (fields, self.kind.prepare(fields))
     except RowProblem as e:
       yield _dead(key, str(e))
+      yield beam.pvalue.TaggedOutput(STATS, {"rows_dead": 1})
 
 
 class _Units(_KindDoFn):
@@ -118,6 +128,8 @@ class _Units(_KindDoFn):
   def process(self, element) -> Iterator:
     key, (fields, prepared) = element
     units = self.kind.units(prepared)
+    yield beam.pvalue.TaggedOutput(STATS, {"rows_prepared": 1,
+                                           "units": len(units)})
     for i, unit in enumerate(units):
       yield (key, i, len(units)), (fields if i == 0 else None, unit)
 
@@ -132,7 +144,8 @@ class _Outputs(beam.DoFn):
     (key, i, n), result = element
     fields, unit = result.example
     output, padding, rows = result.inference
-    stats = {"positions_real": padding.real, "positions_fed": padding.fed}
+    stats = {"units_predicted": 1, "positions_real": padding.real,
+             "positions_fed": padding.fed}
     if rows:
       stats.update(batches=1, shapes={f"{rows}x{padding.fed}": 1})
     yield beam.pvalue.TaggedOutput(STATS, stats)
@@ -160,6 +173,7 @@ class _Format(_KindDoFn):
     example = (self.kind.example(key, fields, payload, output)
                if self.job.tfrecord else None)
     yield key, json.dumps(row, ensure_ascii=False), example
+    yield beam.pvalue.TaggedOutput(STATS, {"rows_formatted": 1})
 
 
 class GlobalBatches(beam.PTransform):
@@ -256,8 +270,10 @@ class BatchPredict(beam.PTransform):
     prepared = (read.rows
                 | "Spread rows" >> beam.Reshuffle()
                 | "Prepare" >> beam.ParDo(_Prepare(job)).with_outputs(
-                    DEAD, main="ok"))
-    units = prepared.ok | "Units" >> beam.ParDo(_Units(job))
+                    DEAD, STATS, main="ok"))
+    made = prepared.ok | "Units" >> beam.ParDo(_Units(job)).with_outputs(
+        STATS, main="units")
+    units = made.units
     if job.bucketing == "global":
       units = units | "Batch by length" >> GlobalBatches(
           job.batch_size, job.positions_per_batch(),
@@ -278,11 +294,13 @@ class BatchPredict(beam.PTransform):
               | "Meet by row" >> beam.GroupByKey()
               | "Join units" >> beam.Map(_joined))
     rows = ((predicted.whole, joined) | "All rows" >> beam.Flatten()
-            | "Rows" >> beam.ParDo(_Format(job)))
+            | "Rows" >> beam.ParDo(_Format(job)).with_outputs(STATS,
+                                                               main="rows"))
     dead = (read[DEAD], prepared[DEAD]) | "Dead rows" >> beam.Flatten()
-    _write(rows, "predictions", job, job_dir, job.tfrecord)
+    _write(rows.rows, "predictions", job, job_dir, job.tfrecord)
     _write(dead, "dead-letter", job, job_dir, False)
-    return ((read[STATS], predicted[STATS]) | "Stats" >> beam.Flatten()
+    stats = (read, prepared, made, predicted, rows)
+    return (tuple(step[STATS] for step in stats) | "Stats" >> beam.Flatten()
             | "Sum stats" >> beam.CombineGlobally(_SumStats())
             | "Write stats" >> beam.Map(_write_stats, job_dir,
                                         job.output_dir))

@@ -43,7 +43,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from typing import Dict, List, Set, Tuple
+from typing import Dict, List, Optional, Set, Tuple
 
 import apache_beam as beam
 from absl import logging
@@ -232,10 +232,9 @@ def _manifest(job: BatchJob, stats: Dict[str, int],
   rows = {s: sum(x["rows"] for x in shards[s] if x["name"].endswith(
       ".jsonl")) for s in STREAMS}
   read = stats.get("rows_read", 0)
-  if rows["predictions"] + rows["dead-letter"] != read:
-    raise RuntimeError(f"{read} rows read, but {rows['predictions']} "
-                       f"predicted and {rows['dead-letter']} dead letters "
-                       "written")
+  lost = lost_rows(stats, rows["predictions"], rows["dead-letter"])
+  if lost:
+    raise RuntimeError(f"{lost}; nothing was published")
   fed = stats.get("positions_fed", 0)
   real = stats.get("positions_real", 0)
   return {"format": MANIFEST_FORMAT,
@@ -256,6 +255,47 @@ def _manifest(job: BatchJob, stats: Dict[str, int],
                       "shapes": _shapes(stats.get("shapes", {}))},
           "shards": shards["predictions"],
           "dead_letter_shards": shards["dead-letter"]}
+
+
+def lost_rows(stats: Dict[str, int], predicted: int, dead: int
+              ) -> Optional[str]:
+  """None if every row read is in the shards (`predicted` and `dead`
+  letters written), else what went missing and at which step of the
+  pipeline, from each step's count in `stats` (`pipeline.py`).
+
+  Example:
+    >>> stats = {"rows_read": 5, "rows_dead": 1, "rows_prepared": 4,
+    ...          "units": 6, "units_predicted": 6, "rows_formatted": 4}
+    >>> lost_rows(stats, 4, 1) is None
+    True
+    >>> lost_rows(dict(stats, units_predicted=5), 3, 1)
+    '5 rows read, but 3 predicted and 1 dead letters written: lost between \
+the batching and RunInference (6 units made, 5 predicted)'
+  """
+  read = stats.get("rows_read", 0)
+  if predicted + dead == read:
+    return None
+  count = lambda name: stats.get(name, 0)  # noqa: E731
+  steps = [
+      ("reading and preparing", count("rows_prepared") + count("rows_dead"),
+       read, f"{read} rows read, {count('rows_prepared')} prepared and "
+       f"{count('rows_dead')} dead"),
+      ("the batching and RunInference", count("units"),
+       count("units_predicted"), f"{count('units')} units made, "
+       f"{count('units_predicted')} predicted"),
+      ("joining a row's units", count("rows_prepared"),
+       count("rows_formatted"), f"{count('rows_prepared')} rows prepared, "
+       f"{count('rows_formatted')} joined"),
+      ("writing the prediction shards", count("rows_formatted"), predicted,
+       f"{count('rows_formatted')} rows formatted, {predicted} written"),
+      ("writing the dead-letter shards", count("rows_dead"), dead,
+       f"{count('rows_dead')} dead, {dead} written")]
+  where = next((f"lost in {step} ({told})"
+                for step, before, after, told in steps if before != after),
+               "every step's count agrees, so the counts themselves are "
+               "short")
+  return (f"{read} rows read, but {predicted} predicted and {dead} dead "
+          f"letters written: {where}")
 
 
 def _shapes(counts: Dict[str, int]) -> List[List[int]]:
