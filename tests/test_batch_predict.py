@@ -31,7 +31,8 @@ from data_utils.ner.features import NerFeatureSettings, convert_data
 from data_utils.ner.reader import read_ner
 from data_utils.text_inputs import InputSpec, read_rows
 from data_utils.tokenization import SEG_ID_B, SentencePieceTokenizer
-from xlnet_tf.batch_predict import pipeline
+from xlnet_tf.batch_predict import engine, pipeline
+from xlnet_tf.batch_predict.engine import XLA_AFTER
 from xlnet_tf.batch_predict.buckets import padding_of, plan
 from xlnet_tf.batch_predict.job import BatchJob, resolve_export
 from xlnet_tf.batch_predict.run import run_jobs
@@ -401,3 +402,29 @@ def test_units_lost_inside_the_runner_are_named_and_nothing_is_published(
       f"and RunInference ({predicted} units made, {predicted - 1} "
       "predicted); nothing was published")
   assert os.listdir(job.output_dir) == []
+
+
+def test_xla_runs_the_repeated_shapes_and_gives_the_same_rows(
+    work, runs, monkeypatch):
+  """`--xla` end to end: the shapes the job repeats run under XLA (seen
+  through the engine's XLA graph) and the rows are the float32 job's:
+  labels identical, probabilities within 1e-5."""
+  job, manifest = runs["in_process"]["classifier"]
+  assert any(n > XLA_AFTER for *_, n in manifest["padding"]["shapes"])
+  calls = []
+  xla_call = engine._XlaGraph.__call__
+
+  def counted(self, **tensors):
+    calls.append(tuple(tensors["input_ids"].shape))
+    return xla_call(self, **tensors)
+  monkeypatch.setattr(engine._XlaGraph, "__call__", counted)
+  xla_job = dataclasses.replace(
+      _jobs(work, work["tmp"] / "xla")["classifier"], xla=True)
+  (got,) = run_jobs([xla_job], ["--runner=DirectRunner"])
+  assert calls and got["counts"] == manifest["counts"]
+  want, rows = _rows(job), _rows(xla_job)
+  assert [r["label"] for r in rows.values()] == \
+      [want[k]["label"] for k in rows]
+  np.testing.assert_allclose([r["probabilities"] for r in rows.values()],
+                             [want[k]["probabilities"] for k in rows],
+                             rtol=0, atol=1e-5)
