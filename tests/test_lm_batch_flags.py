@@ -36,6 +36,10 @@ def test_an_lm_export_takes_a_job_and_its_choices():
                                    tfrecord=True), "language_model", META)
   assert got == {"job": "embed", "layers": [0, 2],
                  "poolings": ["last", "mean"], "piece_vectors": True}
+  # Without --tfrecord the per-piece vectors have nowhere to go: the job's
+  # outputs do not carry them.
+  assert batch_flags.options(_flags(job="embed"), "language_model",
+                             META)["piece_vectors"] is False
 
 
 @pytest.mark.parametrize("values,message", [

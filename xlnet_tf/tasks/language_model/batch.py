@@ -57,7 +57,8 @@ def embed_length(counts: List[int], window: int, full_windows: bool,
 
 class LanguageModelBatch(BatchKind):
   """Its options (`batch_flags.options`): `job`, and for embed `layers`,
-  `poolings`, `piece_vectors`."""
+  `poolings`, `piece_vectors` (False: outputs hold no per-piece vectors,
+  `None`, and TFRecords none either)."""
 
   @classmethod
   def bfloat16_problem(cls, meta: dict) -> Optional[str]:
@@ -105,11 +106,12 @@ class LanguageModelBatch(BatchKind):
                     **{k: tf.constant(v) for k, v in f.items()})
     states = out["states"].numpy()
     pooled = {k: out[k].numpy() for k in poolings}
+    keep = self.options.get("piece_vectors", True)
     rows = []
     for b, n in enumerate(counts):
       start = length - n - len(MARKERS)
       rows.append({"vectors": np.transpose(states[b, :, start:start + n],
-                                           [1, 0, 2]),
+                                           [1, 0, 2]) if keep else None,
                    "pooled": {k: v[b] for k, v in pooled.items()}})
     return rows, [Padding(n + len(MARKERS), length) for n in counts]
 
@@ -146,8 +148,9 @@ class LanguageModelBatch(BatchKind):
             "pieces": payload["pieces"], "ids": payload["ids"],
             "starts": payload["starts"], "ends": payload["ends"],
             "layers": list(self.options["layers"])}
-    vectors = output["vectors"] if self.options.get("piece_vectors", True) \
-        else None
-    return embedding_example(meta, output["vectors"].shape[-1], vectors,
+    vectors = output["vectors"]
+    width = next(iter(output["pooled"].values())).shape[-1] \
+        if vectors is None else vectors.shape[-1]
+    return embedding_example(meta, width, vectors,
                              output["pooled"], list(output["pooled"]),
                              file=key[0])

@@ -38,8 +38,10 @@ def options(f, kind: str, meta: dict) -> dict:
   else:
     layers, poolings = flag_choices(f.layers, f.pooling, int(meta["n_layer"]),
                                     SIGNATURE_POOLINGS)
+    # Per-piece vectors ([n, K, D] a row) go only to the TFRecord shards:
+    # without them, the batch outputs do not carry them through the job.
     chosen = {"job": "embed", "layers": list(layers),
-              "poolings": list(poolings), "piece_vectors": True}
+              "poolings": list(poolings), "piece_vectors": bool(f.tfrecord)}
   if f.tfrecord and f.job != "embed":
     raise UsageError("--tfrecord: only with --job=embed")
   return chosen
