@@ -9,12 +9,24 @@ DirectRunner's batch path runs it), in process or, with
 processes: the runner the tests run is the one users get.
 `beam_jobs.check_options` names it by its class path, so only a job that
 runs on Beam imports this module (and Beam).
+
+Beam 2.77's FnApiRunner flushes the driver's gRPC data streams from a timer
+thread (`worker_handlers.DATA_BUFFER_TIME_LIMIT_MS`, 1 s) that does not
+hold the writer's lock: while the driver writes a stage's input to a worker
+(`BundleManager._send_input_to_worker`), a flush that blocks on a full send
+queue (past 100 MB) resets the buffer after the writer has appended more,
+and those chunks never reach the worker. A job with 2 workers lost
+thousands of rows that way, silently. This runner turns the timer off
+(size-based flushing only, as the SDK workers already do by default); an
+`--experiments=data_buffer_time_limit_ms=N` that would turn it on in the
+workers is refused (`beam_jobs.check_options`).
 """
 
 from __future__ import annotations
 
 from apache_beam.portability.api import beam_provision_api_pb2
-from apache_beam.runners.portability.fn_api_runner import fn_runner
+from apache_beam.runners.portability.fn_api_runner import (fn_runner,
+                                                           worker_handlers)
 from apache_beam.runners.portability.portable_runner import JobServiceHandle
 
 class PythonDirectRunner(fn_runner.FnApiRunner):
@@ -26,4 +38,10 @@ class PythonDirectRunner(fn_runner.FnApiRunner):
         options.get_all_options())
     self._provision_info = fn_runner.ExtendedProvisionInfo(
         beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded))
-    return super().run_pipeline(pipeline, options)
+    # Read when the run builds its gRPC server and embedded workers.
+    timed = worker_handlers.DATA_BUFFER_TIME_LIMIT_MS
+    worker_handlers.DATA_BUFFER_TIME_LIMIT_MS = 0
+    try:
+      return super().run_pipeline(pipeline, options)
+    finally:
+      worker_handlers.DATA_BUFFER_TIME_LIMIT_MS = timed

@@ -142,7 +142,8 @@ def _check_known(args: List[str], runner: str) -> None:
 def _check_values(args: List[str]) -> None:
   """Beam parses its options with argparse, which prints its usage and
   exits on a bad value: here that is one line naming --pipeline_options."""
-  from apache_beam.options.pipeline_options import (DirectOptions,
+  from apache_beam.options.pipeline_options import (DebugOptions,
+                                                    DirectOptions,
                                                     PipelineOptions)
   captured = io.StringIO()
   try:
@@ -152,6 +153,14 @@ def _check_values(args: List[str]) -> None:
     lines = captured.getvalue().strip().splitlines() or ["not valid"]
     message = lines[-1].split(" error: ", 1)[-1]
     raise UsageError(f"--pipeline_options: {message}") from None
+  for experiment in PipelineOptions(args).view_as(DebugOptions).experiments \
+      or []:
+    name, _, value = experiment.partition("=")
+    if name == "data_buffer_time_limit_ms" and value.strip() not in ("", "0"):
+      raise UsageError(
+          f"--pipeline_options: --experiments={experiment}: refused: Beam "
+          "flushes its data streams on that timer without the writer's "
+          "lock, which loses rows (beam_direct.py)")
   # Beam takes any int here; below 0 its local runner fails on an empty
   # worker list (an IndexError traceback).
   workers = PipelineOptions(args).view_as(DirectOptions).direct_num_workers
