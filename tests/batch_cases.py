@@ -1,9 +1,11 @@
 """Helpers of tests/test_batch_predict.py: the scripts run beside each
-other, slices of the shared data, a tiny LM with varied outputs, and the
-module's models and script outputs (`build_work`)."""
+other, slices of the shared data, a tiny LM with varied outputs, the
+module's models and script outputs (`build_work`), its jobs (`batch_jobs`)
+and their rows (`shard_rows`)."""
 
 import glob
 import json
+import os
 import subprocess
 import sys
 
@@ -11,7 +13,9 @@ import numpy as np
 
 import xlnet_tf as xt
 from conftest import ROOT, spiece_path
+from data_utils.text_inputs import InputSpec
 from data_utils.tokenization import SentencePieceTokenizer
+from xlnet_tf.batch_predict.job import BatchJob, resolve_export
 from xlnet_tf.io import save_original_checkpoint
 from xlnet_tf.pretrained import build_model
 from xlnet_tf.tasks.classification.serving import export_classifier
@@ -149,3 +153,43 @@ def build_work(shared, tmp, tiny, window):
           "lm_export": lm_export, "embed_input": str(embed_input),
           "score_input": str(score_input), "long": long,
           "regressor": regressor_export}
+
+
+def batch_jobs(work, out, tiny_layers):
+  """The jobs of test_batch_predict.py over `work`'s exports, writing
+  under `out`."""
+  tmp = work["tmp"]
+  clf = resolve_export(str(tmp / "rte_model" / "saved_model"))
+  ner = resolve_export(str(tmp / "ner_model" / "saved_model"))
+  lm = resolve_export(work["lm_export"])
+  regressor = resolve_export(work["regressor"])
+
+  def job(export, pattern, name, spec=InputSpec(), **options):
+    tfrecord = options.pop("tfrecord", False)
+    return BatchJob(export, pattern, (pattern,), spec, options,
+                    str(out / name), rows_per_shard=50, tfrecord=tfrecord,
+                    batch_size=8)
+  return {
+      "classifier": job(clf, work["test_tsv"], "classifier",
+                        InputSpec("auto", "sentence1", "sentence2")),
+      "ner": job(ner, work["ner_test"], "ner", InputSpec("conll")),
+      "embed": job(lm, work["embed_input"], "embed", job="embed",
+                   layers=[0, tiny_layers], tfrecord=True,
+                   poolings=["last", "first", "mean", "masked_mean"],
+                   piece_vectors=True),
+      "score": job(lm, work["score_input"], "score", job="score"),
+      "regressor": job(regressor, work["test_tsv"], "regressor",
+                       InputSpec("auto", "sentence1", "sentence2"))}
+
+
+def shard_rows(job, stream="predictions"):
+  """{(input path, line): row} of a job's shards; rows name their file
+  relative to the inputs' folder, put back in front here."""
+  rows = {}
+  for path in sorted(glob.glob(f"{job.output_dir}/{stream}-*.jsonl")):
+    with open(path, encoding="utf-8") as f:
+      for line in f:
+        row = json.loads(line)
+        row["file"] = os.path.join(job.input_root, row["file"])
+        rows[(row["file"], row["line"])] = row
+  return rows

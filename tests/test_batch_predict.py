@@ -23,7 +23,7 @@ import pytest
 import tensorflow as tf
 
 import xlnet_tf as xt
-from batch_cases import build_work
+from batch_cases import batch_jobs, build_work, shard_rows
 from data_utils.classification.features import convert_example
 from data_utils.errors import UsageError
 from data_utils.ner.alignment import WordPieces
@@ -32,9 +32,9 @@ from data_utils.ner.reader import read_ner
 from data_utils.text_inputs import InputSpec, read_rows
 from data_utils.tokenization import SEG_ID_B, SentencePieceTokenizer
 from xlnet_tf.batch_predict import engine, pipeline
-from xlnet_tf.batch_predict.engine import XLA_AFTER
 from xlnet_tf.batch_predict.buckets import padding_of, plan
-from xlnet_tf.batch_predict.job import BatchJob, resolve_export
+from xlnet_tf.batch_predict.engine import XLA_AFTER
+from xlnet_tf.batch_predict.job import resolve_export
 from xlnet_tf.batch_predict.run import run_jobs
 from xlnet_tf.export.directory import EXPORT_MARKER
 
@@ -51,54 +51,16 @@ def work(shared, tmp_path_factory):
   return build_work(shared, tmp_path_factory.mktemp("batch"), TINY, WINDOW)
 
 
-def _jobs(work, out):
-  tmp = work["tmp"]
-  clf = resolve_export(str(tmp / "rte_model" / "saved_model"))
-  ner = resolve_export(str(tmp / "ner_model" / "saved_model"))
-  lm = resolve_export(work["lm_export"])
-  regressor = resolve_export(work["regressor"])
-
-  def job(export, pattern, name, spec=InputSpec(), **options):
-    tfrecord = options.pop("tfrecord", False)
-    return BatchJob(export, pattern, (pattern,), spec, options,
-                    str(out / name), rows_per_shard=50, tfrecord=tfrecord,
-                    batch_size=8)
-  return {
-      "classifier": job(clf, work["test_tsv"], "classifier",
-                        InputSpec("auto", "sentence1", "sentence2")),
-      "ner": job(ner, work["ner_test"], "ner", InputSpec("conll")),
-      "embed": job(lm, work["embed_input"], "embed", job="embed",
-                   layers=[0, TINY.n_layer], tfrecord=True,
-                   poolings=["last", "first", "mean", "masked_mean"],
-                   piece_vectors=True),
-      "score": job(lm, work["score_input"], "score", job="score"),
-      "regressor": job(regressor, work["test_tsv"], "regressor",
-                       InputSpec("auto", "sentence1", "sentence2"))}
-
-
 @pytest.fixture(scope="module")
 def runs(work):
   """The four jobs as one pipeline, in-process and with 2 workers."""
   out = {}
   for name, args in (("in_process", ["--runner=DirectRunner"]),
                      ("two_workers", TWO_WORKERS)):
-    jobs = _jobs(work, work["tmp"] / name)
+    jobs = batch_jobs(work, work["tmp"] / name, TINY.n_layer)
     manifests = run_jobs(list(jobs.values()), args)
     out[name] = {k: (j, m) for (k, j), m in zip(jobs.items(), manifests)}
   return out
-
-
-def _rows(job, stream="predictions"):
-  """{(input path, line): row} of a job's shards; rows name their file
-  relative to the inputs' folder, put back in front here."""
-  rows = {}
-  for path in sorted(glob.glob(f"{job.output_dir}/{stream}-*.jsonl")):
-    with open(path, encoding="utf-8") as f:
-      for line in f:
-        row = json.loads(line)
-        row["file"] = os.path.join(job.input_root, row["file"])
-        rows[(row["file"], row["line"])] = row
-  return rows
 
 
 MODES = ("in_process", "two_workers")
@@ -107,7 +69,7 @@ MODES = ("in_process", "two_workers")
 @pytest.mark.parametrize("mode", MODES)
 def test_classifier_equals_run_classifier(work, runs, mode):
   job, manifest = runs[mode]["classifier"]
-  rows = _rows(job)
+  rows = shard_rows(job)
   with open(work["tmp"] / "rte_model" / "predictions" / "RTE.tsv") as f:
     script = [r.split("\t") for r in f.read().splitlines()[1:]]
   assert len(rows) == len(script) == 120
@@ -144,7 +106,7 @@ def _assert_export_values(work, job, rows, key, atol=1e-5):
 @pytest.mark.parametrize("mode", MODES)
 def test_regressor_scores_equal_the_export(work, runs, mode):
   job, manifest = runs[mode]["regressor"]
-  rows = _rows(job)
+  rows = shard_rows(job)
   assert manifest["counts"]["predicted"] == len(rows) == 120
   assert all(set(r) == {"file", "line", "score"} for r in rows.values())
   # A score is a raw linear output (up to 2.4 here): batches of other
@@ -157,7 +119,7 @@ def test_regressor_scores_equal_the_export(work, runs, mode):
 @pytest.mark.parametrize("mode", MODES)
 def test_ner_equals_run_ner(work, runs, mode):
   job, manifest = runs[mode]["ner"]
-  rows = _rows(job)
+  rows = shard_rows(job)
   predictions = work["tmp"] / "ner_model" / "predictions" / \
       "eng.testa.conll.predictions.jsonl"
   with open(predictions, encoding="utf-8") as f:
@@ -246,7 +208,7 @@ def test_an_ner_export_that_does_not_say_its_document_context_is_refused(
 @pytest.mark.parametrize("mode", MODES)
 def test_embeddings_equal_run_embed(work, runs, mode):
   job, _ = runs[mode]["embed"]
-  rows = _rows(job)
+  rows = shard_rows(job)
   tmp = work["tmp"]
   with open(tmp / "emb.jsonl", encoding="utf-8") as f:
     index = [json.loads(line) for line in f]
@@ -280,7 +242,7 @@ def test_embeddings_equal_run_embed(work, runs, mode):
 def test_scores_equal_run_score_and_bad_rows_are_dead_letters(work, runs,
                                                               mode):
   job, manifest = runs[mode]["score"]
-  rows = _rows(job)
+  rows = shard_rows(job)
   with open(work["tmp"] / "scores.jsonl", encoding="utf-8") as f:
     script = [json.loads(line) for line in f]
   assert len(rows) == len(script) == 40
@@ -290,7 +252,7 @@ def test_scores_equal_run_score_and_bad_rows_are_dead_letters(work, runs,
     np.testing.assert_allclose(got["log_probs"], want["log_probs"],
                                atol=1e-5)
     assert got["sum"] == pytest.approx(want["sum"], abs=1e-4)
-  dead = _rows(job, "dead-letter")
+  dead = shard_rows(job, "dead-letter")
   n = len(SentencePieceTokenizer(work["sp"]).encode_ids(work["long"])) + 2
   assert dead == {
       (work["score_input"], 41): {
@@ -364,11 +326,11 @@ def test_the_batches_fed_are_the_global_plans(runs, name):
 @pytest.mark.parametrize("bucketing", ["bundle", "none"])
 def test_per_bundle_and_unbucketed_batches_give_the_scripts_tags(
     work, bucketing):
-  jobs = _jobs(work, work["tmp"] / bucketing)
+  jobs = batch_jobs(work, work["tmp"] / bucketing, TINY.n_layer)
   ner = dataclasses.replace(jobs["ner"], bucketing=bucketing)
   (manifest,) = run_jobs([ner], ["--runner=DirectRunner"])
   assert manifest["padding"]["bucketing"] == bucketing
-  rows = _rows(ner)
+  rows = shard_rows(ner)
   with open(work["tmp"] / "ner_model" / "predictions" /
             "eng.testa.conll.predictions.jsonl", encoding="utf-8") as f:
     script = [json.loads(line) for line in f]
@@ -384,8 +346,8 @@ def test_units_lost_inside_the_runner_are_named_and_nothing_is_published(
   step where the counts part."""
   _, reference = runs["in_process"]["classifier"]
   counts = reference["counts"]
-  job = _jobs(work, work["tmp"] / "lossy")["classifier"]
-  victim = min(_rows(runs["in_process"]["classifier"][0]))[1]
+  job = batch_jobs(work, work["tmp"] / "lossy", TINY.n_layer)["classifier"]
+  victim = min(shard_rows(runs["in_process"]["classifier"][0]))[1]
   keep = pipeline._Outputs.process
 
   def drop_one(self, element):
@@ -419,10 +381,11 @@ def test_xla_runs_the_repeated_shapes_and_gives_the_same_rows(
     return xla_call(self, **tensors)
   monkeypatch.setattr(engine._XlaGraph, "__call__", counted)
   xla_job = dataclasses.replace(
-      _jobs(work, work["tmp"] / "xla")["classifier"], xla=True)
+      batch_jobs(work, work["tmp"] / "xla", TINY.n_layer)["classifier"],
+      xla=True)
   (got,) = run_jobs([xla_job], ["--runner=DirectRunner"])
   assert calls and got["counts"] == manifest["counts"]
-  want, rows = _rows(job), _rows(xla_job)
+  want, rows = shard_rows(job), shard_rows(xla_job)
   assert [r["label"] for r in rows.values()] == \
       [want[k]["label"] for k in rows]
   np.testing.assert_allclose([r["probabilities"] for r in rows.values()],

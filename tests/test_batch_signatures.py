@@ -25,7 +25,6 @@ from data_utils.lm.embedding_files import window_features
 from data_utils.ner.alignment import WordPieces, align_words
 from data_utils.ner.features import NerFeatureSettings, sentence_windows
 from data_utils.ner.reader import read_ner
-from xlnet_tf.batch_predict.job import resolve_export
 from xlnet_tf.export.directory import EXPORT_MARKER
 from xlnet_tf.pretrained import build_model
 from xlnet_tf.tasks import XLNetForTokenClassification
@@ -364,29 +363,6 @@ def test_embed_ids_is_the_embedder(lm_export, lm, sp_tokenizer):
                      match=r"layers: indices must be in \[0, 2\]"):
     loaded.signatures["embed_ids"](layers=tf.constant([3]), **{
         k: tf.constant(v) for k, v in f.items()})
-
-
-def test_embed_rows_without_piece_vectors_carry_none(lm_export, shared):
-  """The embed kind without `piece_vectors` (a job without --tfrecord)
-  gives the same rows, its outputs holding no per-piece vectors."""
-  path, _ = lm_export
-  export = resolve_export(path)
-  options = {"job": "embed", "layers": [0, LM_CONFIG.n_layer],
-             "poolings": list(SIGNATURE_POOLINGS)}
-  kinds = [export.spec.batch_kind(export.meta, dict(options,
-                                                    piece_vectors=keep),
-                                  export.spiece_model) for keep in (1, 0)]
-  signature = tf.saved_model.load(path).signatures["embed_ids"]
-  fields = [{"text": t} for t in LM_TEXTS]
-  rows = []
-  for kind in kinds:
-    payloads = [kind.prepare(f).payload for f in fields]
-    outputs, _ = kind.infer(signature, payloads)
-    rows.append([kind.row(f, p, o)
-                 for f, p, o in zip(fields, payloads, outputs)])
-    vectors = [o["vectors"] for o in outputs]
-  assert rows[0] == rows[1]
-  assert vectors == [None] * len(LM_TEXTS)
 
 
 def test_score_ids_is_the_scorer(lm_export, lm, sp_tokenizer):

@@ -197,3 +197,20 @@ def test_batch_kind_reads_the_meta_flag(embed, poolings):
     for name in poolings:
       assert_close(new["pooled"][name], old["pooled"][name], atol=1e-5,
                    rtol=0, name=name)
+
+
+def test_without_piece_vectors_the_outputs_carry_none(embed):
+  """A job without --tfrecord (`piece_vectors` False): the same pooled
+  vectors, and no per-piece vectors carried through the job."""
+  payloads = [{"ids": t} for t in (SHORT, LONG, TWO)]
+  meta = {"max_seq_length": S, "partial_first_window": True}
+  outputs = {}
+  for keep in (True, False):
+    kind = LanguageModelBatch(meta, {"job": "embed", "layers": LAYERS,
+                                     "poolings": ["masked_mean"],
+                                     "piece_vectors": keep}, "", name="lm")
+    outputs[keep], _ = kind._embed(_Signature(embed, old=False), payloads)
+  for full, slim in zip(outputs[True], outputs[False]):
+    assert full["vectors"] is not None and slim["vectors"] is None
+    assert_close(slim["pooled"]["masked_mean"],
+                 full["pooled"]["masked_mean"], atol=0, rtol=0)

@@ -269,7 +269,7 @@ def lost_rows(stats: Dict[str, int], predicted: int, dead: int
     >>> lost_rows(stats, 4, 1) is None
     True
     >>> lost_rows(dict(stats, units_predicted=5), 3, 1)
-    '5 rows read, but 3 predicted and 1 dead letters written: lost between \
+    '5 rows read, but 3 predicted and 1 dead letters written: lost in \
 the batching and RunInference (6 units made, 5 predicted)'
   """
   read = stats.get("rows_read", 0)
