@@ -41,7 +41,7 @@ MODES = {
     "mem512": dict(batch=4, seq=512, train=True),
 }
 IMPLS = ("ours", "garden", "hf")
-FLAGS = ("xla", "bf16", "compile", "recompute")
+FLAGS = ("xla", "xla_all", "bf16", "compile", "recompute", "inter1")
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -57,17 +57,33 @@ def parse_variant(spec: str):
   return name, set(flags)
 
 
-def time_median(step, warmup: int, steps: int) -> float:
-  """Median seconds of `steps` calls of `step` after `warmup` untimed ones
-  (`step` must wait for its result)."""
+def cpu_seconds() -> float:
+  """CPU time of this process so far, every thread, user + system."""
+  t = os.times()
+  return t.user + t.system
+
+
+def timed(step):
+  """`(wall seconds, cores busy)` of one call of `step`: the process's CPU
+  seconds over the wall seconds (2.0 = both of 2 cores busy throughout)."""
+  c0, t0 = cpu_seconds(), time.perf_counter()
+  step()
+  wall = time.perf_counter() - t0
+  return wall, (cpu_seconds() - c0) / wall
+
+
+def time_steps(step, warmup: int, steps: int):
+  """`(median seconds, median cores busy)` of `steps` calls of `step` after
+  `warmup` untimed ones (`step` must wait for its result)."""
   for _ in range(warmup):
     step()
-  times = []
-  for _ in range(steps):
-    t0 = time.perf_counter()
-    step()
-    times.append(time.perf_counter() - t0)
-  return statistics.median(times)
+  walls, busy = zip(*(timed(step) for _ in range(steps)))
+  return statistics.median(walls), statistics.median(busy)
+
+
+def time_median(step, warmup: int, steps: int) -> float:
+  """Median seconds of `steps` calls of `step` after `warmup` untimed ones."""
+  return time_steps(step, warmup, steps)[0]
 
 
 def figures(mode: str, seconds: float, **extra) -> dict:

@@ -4,9 +4,13 @@ one run on the same configs and thread settings; prints JSON.
 
     .venv/bin/python benchmarks/bench_train_step.py --size base
 
-Implementations are given as variants, `name[+xla][+bf16][+compile]
-[+recompute]`: e.g. `garden+xla` is Model Garden with XLA, `hf+compile` is
-HuggingFace under torch.compile, `ours+bf16` is ours in mixed bfloat16.
+Implementations are given as variants, `name[+xla][+xla_all][+bf16]
+[+compile][+recompute][+inter1]`: e.g. `garden+xla` is Model Garden with
+XLA over the whole step, `ours+xla` ours with XLA over the forward/backward
+pass as its `Trainer` compiles it (`ours+xla_all`: the update too),
+`hf+compile` is HuggingFace under torch.compile, `ours+bf16` is ours in
+mixed bfloat16, `+inter1` runs one TensorFlow op at a time (inter-op
+threads 1; intra-op threads stay --threads).
 Each (variant, mode) runs in its own process (clean peak RSS, same
 --threads, default 2). Figures are the best of --rounds medians of --steps
 timed steps after --warmup untimed ones, and of --passes such processes:
@@ -41,11 +45,10 @@ import os
 import resource
 import statistics
 import sys
-import time
 from typing import Optional
 
 from bench_common import (FLAGS, MODES, SIZES, figures, flops_per_step,
-                          parse_variant, run_child, time_median)
+                          parse_variant, run_child, time_steps, timed)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_IMPLS = {
@@ -73,9 +76,11 @@ def single(args) -> dict:
   """One (variant, mode) measurement in this process."""
   impl = adapter(args.impl)
   step = impl.make_step(args, args.mode)
-  rounds = [time_median(step, args.warmup, args.steps)
+  rounds = [time_steps(step, args.warmup, args.steps)
             for _ in range(args.rounds)]
-  return figures(args.mode, min(rounds), rounds=rounds, source=impl.SOURCE,
+  seconds, busy = min(rounds)
+  return figures(args.mode, seconds, rounds=[r[0] for r in rounds],
+                 cores_busy=round(busy, 2), source=impl.SOURCE,
                  peak_rss_mb=resource.getrusage(
                      resource.RUSAGE_SELF).ru_maxrss / 1024)
 
@@ -95,10 +100,10 @@ def interleaved(args) -> dict:
   times = {spec: [] for spec in steps}
   for _ in range(args.steps * args.rounds):
     for spec, step in steps.items():
-      t0 = time.perf_counter()
-      step()
-      times[spec].append(time.perf_counter() - t0)
-  return {spec: figures(args.mode, statistics.median(t), steps=t)
+      times[spec].append(timed(step))
+  return {spec: figures(args.mode, statistics.median(w for w, _ in t),
+                        steps=[w for w, _ in t], cores_busy=round(
+                            statistics.median(b for _, b in t), 2))
           for spec, t in times.items()}
 
 
@@ -149,8 +154,10 @@ def measure_mode(args, mode: str, child) -> dict:
   """Every variant of `mode`, --passes times in turn: `{variant: figures}`."""
   specs = (args.impls or DEFAULT_IMPLS.get(mode, DEFAULT_IMPLS[None]))
   row = {}
+  # Thread settings are a process's: `inter1` variants keep their own.
   together = [spec for spec in specs.split(",") if args.interleaved
-              and parse_variant(spec)[0] != "hf" and mode != "mem512"]
+              and parse_variant(spec)[0] != "hf" and mode != "mem512"
+              and "inter1" not in parse_variant(spec)[1]]
   for _ in range(args.passes):
     got = {}
     if together:

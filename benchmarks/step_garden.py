@@ -66,7 +66,7 @@ def _loss(net, inputs: dict, size: str, mode: str, rng):
 
 def make_step(args, mode: str):
   """A callable running one step of `mode` (and waiting for it)."""
-  step_tf.set_threads(args.threads)
+  step_tf.set_threads(args.threads, 1 if args.inter1 else 0)
   rng = np.random.default_rng(0)
   if args.bf16:
     keras.mixed_precision.set_global_policy("mixed_bfloat16")

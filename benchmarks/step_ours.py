@@ -34,7 +34,7 @@ def task_model(cls, config, options, **kwargs):
 
 def make_step(args, mode: str):
   """A callable running one step of `mode` (and waiting for it)."""
-  step_tf.set_threads(args.threads)
+  step_tf.set_threads(args.threads, 1 if args.inter1 else 0)
   rng = np.random.default_rng(0)
   m = MODES[mode]
   cfg = xt.XLNetConfig(**SIZES[args.size], ff_activation="gelu",
@@ -69,6 +69,8 @@ def make_step(args, mode: str):
   if not m["train"]:
     return step_tf.compiled(lambda: model(feats)["logits"], args.xla)
   # As `Trainer` applies them: dense, so the embedding takes Adam's fused
-  # dense kernel.
+  # dense kernel. `xla` compiles the forward/backward pass only, as the
+  # Trainer's `jit_compile` does; `xla_all` the clipping and update too.
   return step_tf.train_step(loss_fn, model, keras.optimizers.legacy.Adam(1e-5),
-                            args.xla, dense_gradients)
+                            args.xla or args.xla_all, dense_gradients,
+                            xla_update=args.xla_all)

@@ -11,10 +11,11 @@ import tensorflow as tf
 from bench_common import MODES
 
 
-def set_threads(n: int) -> None:
-  """`n` threads inside and between ops (before TensorFlow runs any op)."""
+def set_threads(n: int, inter: int = 0) -> None:
+  """`n` threads inside ops and `inter` (else `n`) between them, before
+  TensorFlow runs any op (the settings are the process's)."""
   tf.config.threading.set_intra_op_parallelism_threads(n)
-  tf.config.threading.set_inter_op_parallelism_threads(n)
+  tf.config.threading.set_inter_op_parallelism_threads(inter or n)
 
 
 def inputs(mode: str, n_token: int, rng: np.random.Generator):
@@ -45,19 +46,30 @@ def compiled(fn, xla: bool):
   return lambda: run().numpy()
 
 
-def train_step(loss_fn, model, optimizer, xla: bool, dense_gradients=None):
+def train_step(loss_fn, model, optimizer, xla: bool, dense_gradients=None,
+               xla_update: bool = True):
   """One training step as the projects' trainers take it: gradients of
   `loss_fn()` over `model.trainable_variables`, made dense by
   `dense_gradients(grads, variables)` if given (else as they come, the
-  embedding's as IndexedSlices), clipped to global norm 1, applied."""
-  def step():
+  embedding's as IndexedSlices), clipped to global norm 1, applied. With
+  `xla` and not `xla_update`, XLA compiles the forward/backward pass only
+  and the clipping and update run outside it, as this project's `Trainer`
+  does under `jit_compile`."""
+  variables = model.trainable_variables
+
+  def gradients():
     with tf.GradientTape() as tape:
       loss = loss_fn()
-    variables = model.trainable_variables
     grads = tape.gradient(loss, variables)
     if dense_gradients is not None:
       grads = dense_gradients(grads, variables)
+    return loss, grads
+  if xla and not xla_update:
+    gradients = tf.function(gradients, jit_compile=True)
+
+  def step():
+    loss, grads = gradients()
     grads, _ = tf.clip_by_global_norm(grads, 1.0)
     optimizer.apply_gradients(zip(grads, variables))
     return loss
-  return compiled(step, xla)
+  return compiled(step, xla and xla_update)

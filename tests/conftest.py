@@ -18,6 +18,7 @@ import pytest
 
 from data_utils.squad.reader import read_squad
 from data_utils.tokenization import SentencePieceTokenizer
+from xlnet_tf.training import loop
 # Session fixtures of real S3 and GCS servers (issue 36).
 from object_stores import gcs_server, gcs_tf_proxy, s3_server  # noqa: F401
 
@@ -27,6 +28,24 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 _ENV = dict(os.environ)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(autouse=True)
+def _graph_in_process(request, monkeypatch):
+  """Trainers built in a test's own process run TensorFlow's graph unless
+  the test sets `jit_compile`: the per-machine default would compile XLA
+  for every tiny model, seconds each, and those tests are not about speed.
+  The entry scripts, run as processes, take the per-machine default; the
+  choice itself is tested under the `speed_defaults` marker."""
+  if request.node.get_closest_marker("speed_defaults"):
+    return
+  resolve = loop.resolve_jit_compile
+
+  def graph_unless_asked(asked, *args):
+    if asked is None:
+      return False, "TensorFlow's graph (a test in its own process)"
+    return resolve(asked, *args)
+  monkeypatch.setattr(loop, "resolve_jit_compile", graph_unless_asked)
 
 
 def shared_dir() -> str:
@@ -239,6 +258,9 @@ def pytest_configure(config):
   config.addinivalue_line(
       "markers", "early(name): the test's slow run, function `name` of its "
       "module, begins when the session does (conftest.early_result)")
+  config.addinivalue_line(
+      "markers", "speed_defaults: trainers take the per-machine default "
+      "of jit_compile (not the graph the other in-process tests pin)")
 
 
 _EXIT_STATUS = []

@@ -27,7 +27,11 @@ def define_performance_flags(grad_accum_help: str) -> None:
   flags.DEFINE_bool("recompute", False,
                     "Recompute each layer in the backward pass: less memory.")
   flags.DEFINE_integer("grad_accum_steps", 1, grad_accum_help)
-  flags.DEFINE_bool("jit_compile", False, "XLA for forward/backward.")
+  flags.DEFINE_bool("jit_compile", None,
+                    "XLA for the forward/backward pass. Unset: whichever "
+                    "trains faster on this machine (XLA on a CPU without "
+                    "AVX-512, else TensorFlow's graph); --nojit_compile "
+                    "forces the graph.")
   flags.DEFINE_enum("strategy", "default",
                     ["default", "mirrored", "multi_worker", "tpu"],
                     "tf.distribute strategy.")

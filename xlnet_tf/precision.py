@@ -6,6 +6,7 @@ from __future__ import annotations
 import tf_keras as keras
 
 from xlnet_tf.config import RunOptions
+from xlnet_tf.cpu import CPUINFO, cpu_flags
 
 
 def dtype_policy(options: RunOptions):
@@ -18,7 +19,7 @@ def dtype_policy(options: RunOptions):
   return keras.mixed_precision.Policy("float32")
 
 
-def cpu_has_native_bfloat16(cpuinfo: str = "/proc/cpuinfo"):
+def cpu_has_native_bfloat16(cpuinfo: str = CPUINFO):
   """True if the CPU multiplies bfloat16 natively (AVX512_BF16 or AMX), False
   if not (bfloat16 matmuls are then emulated and slower than float32), None
   where it cannot tell (no `cpuinfo` file, as off Linux).
@@ -27,9 +28,5 @@ def cpu_has_native_bfloat16(cpuinfo: str = "/proc/cpuinfo"):
     >>> cpu_has_native_bfloat16("/nonexistent") is None
     True
   """
-  try:
-    with open(cpuinfo) as f:
-      flags = next((line for line in f if line.startswith("flags")), "")
-  except OSError:
-    return None
-  return bool({"avx512_bf16", "amx_bf16"} & set(flags.split()))
+  flags = cpu_flags(cpuinfo)
+  return None if flags is None else bool({"avx512_bf16", "amx_bf16"} & flags)

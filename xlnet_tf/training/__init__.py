@@ -5,6 +5,7 @@
   strategy  split_cpu, make_strategy
   files     checkpoint numbering and listing, interrupted-save temps, run side files,
             evaluation scalars for TensorBoard
+  fastest   the speed settings chosen per machine (XLA or the graph)
   loop      Trainer (and dense_gradients)
 """
 

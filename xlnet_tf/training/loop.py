@@ -38,6 +38,7 @@ from xlnet_tf.precision import cpu_has_native_bfloat16
 from xlnet_tf.seeds import dropout_seeds, step_seed, sub_seed
 from xlnet_tf.training.optimizer import (layer_lr_factor, make_optimizer,
                                          variable_key)
+from xlnet_tf.training.fastest import resolve_jit_compile
 from xlnet_tf.training.files import (checkpoint_number,
                                      remove_checkpoint_temps)
 from xlnet_tf.training.options import TrainOptions
@@ -100,8 +101,12 @@ class Trainer:
     self.replicas = self.strategy.num_replicas_in_sync
     # XLA compiles the forward/backward pass; the cross-replica all-reduce
     # and the update stay outside it.
+    self.jit_compile, why = resolve_jit_compile(
+        opts.jit_compile, opts.strategy,
+        bool(tf.config.list_physical_devices("GPU")), self.replicas)
+    logging.info("forward/backward pass: %s", why)
     self._compute = tf.function(self._gradients, jit_compile=True) \
-        if opts.jit_compile else self._gradients
+        if self.jit_compile else self._gradients
     # Before any variable or layer exists: initialisers draw from the global
     # seed, and each Keras layer takes its own seed from it when created.
     keras.utils.set_random_seed(opts.seed)

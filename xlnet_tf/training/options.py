@@ -33,7 +33,8 @@ class TrainOptions:
   decay_method: str = "poly"     # 'poly' (linear) or 'cos'
   lr_layer_decay_rate: float = 1.0
   grad_accum_steps: int = 1      # micro-batches per optimizer step
-  jit_compile: bool = False      # XLA for the forward/backward pass
+  # XLA for the forward/backward pass; None: the faster here (`fastest`).
+  jit_compile: Optional[bool] = None
   freeze_layers: int = 0         # keep embeddings + the lowest n layers fixed
   seed: int = 0                  # weight init, dropout (see Trainer)
 
