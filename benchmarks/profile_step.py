@@ -25,14 +25,18 @@ import collections
 import glob
 import json
 import os
+import sys
 import tempfile
 
-import tensorflow as tf
-from tensorflow.tsl.profiler.protobuf import xplane_pb2
+# The `xlnet_tf` of this tree, ahead of any installed one.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import step_ours
-from bench_common import FLAGS, MODES, SIZES, cpu_seconds
-from matmul_peak import cpu_description
+import tensorflow as tf  # noqa: E402
+from tensorflow.tsl.profiler.protobuf import xplane_pb2  # noqa: E402
+
+import step_ours  # noqa: E402
+from bench_common import FLAGS, MODES, SIZES, cpu_seconds  # noqa: E402
+from matmul_peak import cpu_description  # noqa: E402
 
 
 def read_events(logdir: str):
