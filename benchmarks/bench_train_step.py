@@ -198,7 +198,7 @@ def parse_args(argv=None):
   parser.add_argument("--impl", help=argparse.SUPPRESS)
   parser.add_argument("--interleave", help=argparse.SUPPRESS)
   parser.add_argument("--mode", help=argparse.SUPPRESS)
-  parser.add_argument("--peak", action="store_true", help=argparse.SUPPRESS)
+  parser.add_argument("--peak", help=argparse.SUPPRESS)  # a dtype
   for flag in FLAGS:
     parser.add_argument(f"--{flag}", action="store_true",
                         help=argparse.SUPPRESS)
@@ -210,7 +210,7 @@ def main():
   MODES["mem512"]["batch"] = args.mem_batch
   if args.peak:
     print(json.dumps(importlib.import_module("matmul_peak").measure(
-        args.threads)))
+        args.threads, args.peak)))
     return
   if args.impl:
     print(json.dumps(single(args)))
@@ -233,8 +233,15 @@ def main():
   for spec in args.impls.split(",") if args.impls else ():
     parse_variant(spec)
   report = {"benchmark": "train_step", "size": args.size,
-            "threads": args.threads, **child(["--peak"]), "results": []}
-  peaks = report.get("matmul_gflops", {})
+            "threads": args.threads, "matmul_gflops": {}}
+  for dtype in ("float32", "bfloat16"):
+    got = child([f"--peak={dtype}"])
+    report["matmul_gflops"][dtype] = got.get("gflops")
+    report["cpu"] = report.get("cpu") or got.get("cpu")
+    if "error" in got:
+      report[f"{dtype}_peak_error"] = got["error"]
+  report["results"] = []
+  peaks = report["matmul_gflops"]
   for mode in modes:
     row = measure_mode(args, mode, child)
     for spec, r in row.items():

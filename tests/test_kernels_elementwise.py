@@ -1,7 +1,9 @@
 """The elementwise kernels (`xlnet_tf/kernels/fused.py`, `dropout.py`,
-`layer_norm.py`, `feedforward.py`) equal the reference path: TensorFlow's own
-ops, the LayerNorm and FFN as written; the bfloat16 hardware check reads the
-CPU flags."""
+`layer_norm.py`, `feedforward.py`, `matmul.py`) equal the reference path:
+TensorFlow's own ops, the LayerNorm and FFN as written; the bfloat16
+hardware check reads the CPU flags."""
+
+import importlib
 
 import numpy as np
 import pytest
@@ -9,7 +11,7 @@ import tensorflow as tf
 
 from xlnet_tf.precision import cpu_has_native_bfloat16
 from xlnet_tf.kernels import (dropout_fused, gelu_tanh_fused, keep_mask,
-                              seeded_dropout)
+                              matmul_copied_transpose, seeded_dropout)
 from xlnet_tf.layers import LayerNorm, PositionwiseFFN, SeededDropout
 from xlnet_tf.seeds import sub_seed
 from conftest import assert_close
@@ -113,11 +115,35 @@ def test_layer_norm_fast_equals_reference(dtype):
     assert_close(tf.cast(a, tf.float32), tf.cast(b, tf.float32), tol, tol)
 
 
+def test_matmul_copied_transpose_equals_matmul():
+  # In a graph, where grappler could fold the copy back into the matmul.
+  rng = np.random.RandomState(3)
+  x = tf.constant(rng.randn(6, 5), tf.float32)
+  w = tf.constant(rng.randn(5, 7), tf.float32)
+  upstream = tf.constant(rng.randn(6, 7), tf.float32)
+
+  @tf.function
+  def value_and_grads(matmul):
+    with tf.GradientTape() as tape:
+      tape.watch([x, w])
+      y = matmul(x, w)
+      loss = tf.reduce_sum(y * upstream)
+    return [y] + tape.gradient(loss, [x, w])
+  for a, b in zip(value_and_grads(matmul_copied_transpose),
+                  value_and_grads(tf.matmul)):
+    assert_close(a, b, atol=1e-5)
+
+
 @pytest.mark.parametrize("activation", ["gelu", "relu"])
 @pytest.mark.parametrize("training", [True, False])
-def test_ffn_fast_equals_reference(activation, training):
-  """Without dropout the fast FFN (2-D matmuls, fused GELU in training) and
-  the formula as written give the same outputs and gradients."""
+@pytest.mark.parametrize("copied_transpose", [True, False])
+def test_ffn_fast_equals_reference(activation, training, copied_transpose,
+                                   monkeypatch):
+  """Without dropout the fast FFN (2-D matmuls, fused GELU in training, the
+  first layer's input gradient by a transposed copy or not, whatever this
+  CPU) and the formula as written give the same outputs and gradients."""
+  monkeypatch.setattr(importlib.import_module("xlnet_tf.kernels.feedforward"),
+                      "transposed_copy_pays", lambda: copied_transpose)
   x = tf.constant(np.random.RandomState(0).randn(2, 5, 8) * 3, tf.float32)
   results = []
   for fast in (True, False):

@@ -2,43 +2,42 @@
 what measured fastest on each kind of CPU (docs/speed.md#measured), not
 what is assumed.
 
-XLA for the forward/backward pass (`TrainOptions.jit_compile`):
-- on a CPU whose oneDNN kernels lack AVX-512 (an AVX2-only CPU, or one
-  capped by `ONEDNN_MAX_CPU_ISA`), XLA trains faster than TensorFlow's
-  graph (TensorFlow's own kernels are built for AVX, without AVX2 or FMA;
-  XLA compiles for this CPU, fuses the elementwise ops and keeps both
-  cores busier);
-- where oneDNN has AVX-512, its matmuls win and the graph is faster;
+XLA for the forward/backward pass (`TrainOptions.jit_compile`), by what
+the CPU itself has (its flags), not by caps put on the libraries:
+- on an AVX2-only CPU, XLA trained faster than TensorFlow's graph
+  (TensorFlow's own kernels are built for AVX, without AVX2 or FMA; XLA
+  compiles for this CPU, fuses the elementwise ops and keeps both cores
+  busier);
+- on a CPU with AVX-512 the graph is faster, and stays so with oneDNN (and
+  XLA) capped at AVX2 (`ONEDNN_MAX_CPU_ISA=AVX2`): the cap does not make
+  such a CPU train like an AVX2-only one;
 - on a GPU, with several replicas in one process, or where the CPU is
   unknown, the graph (not measured); a TPU compiles every step anyway.
 """
 
 from __future__ import annotations
 
-import os
-from typing import Mapping, Optional, Tuple
+from typing import Optional, Tuple
 
-from xlnet_tf.cpu import CPUINFO, cpu_flags, onednn_avx512
+from xlnet_tf.cpu import CPUINFO, cpu_flags
 
 
-def fastest_jit_compile(flags: Optional[frozenset], accelerator: bool,
-                        environ: Mapping[str, str] = os.environ
+def fastest_jit_compile(flags: Optional[frozenset], accelerator: bool
                         ) -> Tuple[bool, str]:
   """`(XLA or not, why)` for training on a machine with CPU `flags`
   (`cpu.cpu_flags`) and an `accelerator` (a GPU) or none.
 
   Example:
-    >>> fastest_jit_compile(frozenset({"avx2", "fma"}), False, {})
+    >>> fastest_jit_compile(frozenset({"avx2", "fma"}), False)
     (True, 'XLA, the faster on a CPU without AVX-512')
-    >>> fastest_jit_compile(frozenset({"avx2", "avx512f"}), False, {})
+    >>> fastest_jit_compile(frozenset({"avx2", "avx512f"}), False)
     (False, "TensorFlow's graph, the faster on a CPU with AVX-512")
   """
   if accelerator:
     return False, "TensorFlow's graph on an accelerator"
-  avx512 = onednn_avx512(flags, environ)
-  if avx512 is None:
+  if flags is None:
     return False, "TensorFlow's graph (the CPU's flags are unknown)"
-  if avx512:
+  if "avx512f" in flags:
     return False, "TensorFlow's graph, the faster on a CPU with AVX-512"
   return True, "XLA, the faster on a CPU without AVX-512"
 
