@@ -7,6 +7,8 @@ import tensorflow as tf
 import tf_keras as keras
 
 import xlnet_tf as xt
+from data_utils.errors import run_main
+from xlnet_tf import precision
 from xlnet_tf.kernels import dropout_fused
 from xlnet_tf.layers import SeededDropout
 from xlnet_tf.tasks import ClassifierTask
@@ -231,3 +233,24 @@ def test_bfloat16_warning_on_cpus_without_it(tmp_path, monkeypatch, native,
   assert hits == ([
       "use_bfloat16 on a CPU without AVX512_BF16/AMX: bfloat16 matmuls are "
       "emulated here and slower than float32"] if warned else [])
+
+
+@pytest.mark.parametrize("flags,cap,refused", [
+    ({"avx2", "avx512f", "avx512_bf16"}, "AVX2", True),
+    ({"avx2", "avx512f", "avx512_bf16"}, "AVX512_CORE", False),
+    ({"avx2", "avx512f", "avx512_bf16"}, "", False),
+    ({"avx2", "fma"}, "AVX2", False),
+])
+def test_bfloat16_refused_where_its_matmuls_would_crash(
+    monkeypatch, capsys, flags, cap, refused):
+  # On an AVX-512 CPU with oneDNN capped below it, TensorFlow's bfloat16
+  # matmuls segfault: an entry script says so in one line, exit code 2.
+  monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset(flags))
+  monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", cap)
+  code = run_main("run_x", lambda: xt.XLNetModel(
+      CONFIG, xt.RunOptions(use_bfloat16=True)) and None)
+  assert code == (2 if refused else 0)
+  assert capsys.readouterr().err == (
+      "run_x: use_bfloat16: TensorFlow's bfloat16 matmuls crash on this CPU "
+      "with AVX-512 when ONEDNN_MAX_CPU_ISA=AVX2 caps oneDNN below it; unset "
+      "ONEDNN_MAX_CPU_ISA or compute in float32\n" if refused else "")

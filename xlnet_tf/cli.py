@@ -11,6 +11,7 @@ from absl import flags
 from data_utils.errors import UsageError, run_main
 from data_utils.path_checks import check_store, tf_path
 import xlnet_tf
+from xlnet_tf.precision import dtype_policy
 from xlnet_tf.tasks import SUMMARY_TYPES
 from xlnet_tf.training import TrainOptions, split_cpu
 
@@ -189,7 +190,9 @@ def run_finetune_main(name: str, f, make_options: Callable, run: Callable
       raise UsageError("nothing to do: pass --do_train, --do_eval and/or "
                        "--do_predict")
     check_path_flags(f)
-    result = run(make_options())
+    options = make_options()
+    dtype_policy(options.run)  # refuses a precision that would crash here
+    result = run(options)
     for servable, path in result.get("export", {}).items():
       print(f"exported {servable}: {path}")
     if "eval" in result:

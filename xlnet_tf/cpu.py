@@ -1,7 +1,8 @@
 """What this machine's CPU can do, as the kernels see it: its instruction
 set flags (`/proc/cpuinfo`) and the cap `ONEDNN_MAX_CPU_ISA` puts on what
 oneDNN uses of them. The speed choices that depend on them (bfloat16 in
-`precision`, XLA in `training.fastest`) read them here."""
+`precision`, XLA in `training.fastest`, the kernels' transposed copy) read
+them here."""
 
 from __future__ import annotations
 
@@ -50,3 +51,22 @@ def onednn_avx512(flags: Optional[frozenset],
     return None
   cap = environ.get("ONEDNN_MAX_CPU_ISA", "").upper()
   return "avx512f" in flags and cap not in _BELOW_AVX512
+
+
+def bfloat16_matmuls_crash(flags: Optional[frozenset],
+                           environ: Mapping[str, str] = os.environ) -> bool:
+  """True where TensorFlow's bfloat16 matmuls crash the process: on a CPU
+  with AVX-512 TensorFlow hands them to oneDNN, which segfaults when
+  `ONEDNN_MAX_CPU_ISA` caps it below AVX-512 (TensorFlow 2.20; an
+  AVX2-only CPU computes them without oneDNN).
+
+  Example:
+    >>> bfloat16_matmuls_crash(frozenset({"avx2", "avx512f"}),
+    ...                        {"ONEDNN_MAX_CPU_ISA": "AVX2"})
+    True
+    >>> bfloat16_matmuls_crash(frozenset({"avx2", "fma"}),
+    ...                        {"ONEDNN_MAX_CPU_ISA": "AVX2"})
+    False
+  """
+  return (flags is not None and "avx512f" in flags
+          and not onednn_avx512(flags, environ))

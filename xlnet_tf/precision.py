@@ -3,16 +3,26 @@
 
 from __future__ import annotations
 
+import os
+
 import tf_keras as keras
 
-from xlnet_tf.config import RunOptions
-from xlnet_tf.cpu import CPUINFO, cpu_flags
+from xlnet_tf.config import ConfigError, RunOptions
+from xlnet_tf.cpu import CPUINFO, bfloat16_matmuls_crash, cpu_flags
 
 
 def dtype_policy(options: RunOptions):
   """The Keras dtype policy the layers use: 16-bit compute with float32
-  weights under `use_bfloat16` / `use_float16`, else plain float32."""
+  weights under `use_bfloat16` / `use_float16`, else plain float32.
+  `use_bfloat16` is refused (ConfigError) where TensorFlow's bfloat16
+  matmuls would crash the process (`cpu.bfloat16_matmuls_crash`)."""
   if options.use_bfloat16:
+    if bfloat16_matmuls_crash(cpu_flags()):
+      raise ConfigError(
+          "use_bfloat16: TensorFlow's bfloat16 matmuls crash on this CPU "
+          "with AVX-512 when ONEDNN_MAX_CPU_ISA="
+          f"{os.environ.get('ONEDNN_MAX_CPU_ISA')} caps oneDNN below it; "
+          "unset ONEDNN_MAX_CPU_ISA or compute in float32")
     return keras.mixed_precision.Policy("mixed_bfloat16")
   if options.use_float16:
     return keras.mixed_precision.Policy("mixed_float16")
