@@ -58,9 +58,10 @@ def parse_variant(spec: str):
 
 
 def cpu_seconds() -> float:
-  """CPU time of this process so far, every thread, user + system."""
-  t = os.times()
-  return t.user + t.system
+  """CPU time of this process so far, every thread, user + system, to the
+  nanosecond (`os.times` counts 10 ms ticks: up to 0.017 cores of error on
+  a 1.2 s step of 2 cores)."""
+  return time.process_time()
 
 
 def timed(step):

@@ -13,6 +13,8 @@ Reported, over the traced steps:
 - `alone`: the share of the wall time when exactly one op ran anywhere
   (serial: the other core had only intra-op help to give, if the op gives
   any) and when none ran (`no_op`: Python, host syncs, the executor);
+  the fused elementwise chains' XLA kernels, which the trace shows without
+  an op name, count as the op `(async kernel: XLA)`;
 - `ops`: the op types by time, each with its time per step and the part of
   it during which it was the only op running.
 Under XLA the step is a few compiled clusters, so the op table shows those.
@@ -39,6 +41,10 @@ from bench_common import FLAGS, MODES, SIZES, cpu_seconds  # noqa: E402
 from matmul_peak import cpu_description  # noqa: E402
 
 
+ASYNC_START = "ExecutorState::ProcessAsync::Start"
+ASYNC_OP = "(async kernel: XLA)"
+
+
 def read_events(logdir: str):
   """`[(thread name, op type, start ps, end ps)]` of the host plane of the
   trace in `logdir` (an op's type is what follows ':' in its name)."""
@@ -58,13 +64,18 @@ def read_events(logdir: str):
       for e in line.events:
         name = names.get(e.metadata_id, "")
         # 'scope/name:Type' is an op; 'Class::Method' is the runtime's, and
-        # a function call contains the ops of its body.
-        if (":" not in name or "::" in name
-            or name.endswith(("PartitionedCall", ":If", ":While"))):
+        # a function call contains the ops of its body. An asynchronous
+        # kernel (the fused elementwise chains' XLA launches) shows only as
+        # the executor's start of it, with no op name.
+        if name == ASYNC_START:
+          op = ASYNC_OP
+        elif (":" not in name or "::" in name
+              or name.endswith(("PartitionedCall", ":If", ":While"))):
           continue
+        else:
+          op = name.rsplit(":", 1)[1]
         start = base + e.offset_ps
-        events.append((line.name, name.rsplit(":", 1)[1], start,
-                       start + e.duration_ps))
+        events.append((line.name, op, start, start + e.duration_ps))
   return events
 
 
