@@ -42,7 +42,8 @@ from xlnet_tf.batch_predict.engine import PRECISIONS
 from xlnet_tf.batch_predict.job import (BUCKETINGS, BatchJob, check_formats,
                                         resolve_export)
 from xlnet_tf.batch_predict.run import check_output_dir, run_job, summary
-from xlnet_tf.precision import cpu_has_native_bfloat16
+from xlnet_tf.precision import (bfloat16_crash_problem,
+                                 cpu_has_native_bfloat16)
 from xlnet_tf.tasks.registry import batch_specs
 from xlnet_tf.tasks.spec import load
 
@@ -177,7 +178,8 @@ def job_from_flags(f):
   check_formats(export, files, spec)
   options = _options(f, export)
   if f.precision == "bfloat16":
-    problem = export.spec.batch.bfloat16_problem(export.meta)
+    problem = (bfloat16_crash_problem()
+               or export.spec.batch.bfloat16_problem(export.meta))
     if problem:
       raise UsageError(f"--precision=bfloat16: {problem}")
     if f.xla:

@@ -17,6 +17,7 @@ import tensorflow as tf
 
 import xlnet_tf as xt
 from conftest import ROOT, spiece_path
+from xlnet_tf import precision
 from xlnet_tf.batch_predict.engine import (MATMUL_OPS, FrozenSignature,
                                            XlaSignature, bfloat16_graph,
                                            load_export)
@@ -185,6 +186,28 @@ def test_bfloat16_is_refused_before_any_work_for_a_loop_of_windows():
   assert LanguageModelBatch.bfloat16_problem({}) == (
       "a language model's export reads long texts in a loop of windows "
       "that the bfloat16 rewrite does not reach; use float32")
+
+
+def test_bfloat16_is_refused_where_its_matmuls_would_crash(export, tmp_path,
+                                                           monkeypatch):
+  # An AVX-512 CPU with oneDNN capped below it: TensorFlow's bfloat16
+  # matmuls segfault, so the job and a direct load refuse bfloat16.
+  monkeypatch.setattr(precision, "cpu_flags",
+                      lambda *_: frozenset({"avx2", "avx512f"}))
+  monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+  problem = ("TensorFlow's bfloat16 matmuls crash on this CPU with AVX-512 "
+             "when ONEDNN_MAX_CPU_ISA=AVX2 caps oneDNN below it; unset "
+             "ONEDNN_MAX_CPU_ISA or compute in float32")
+  with pytest.raises(run_batch_predict.UsageError) as e:
+    run_batch_predict.job_from_flags(_bfloat16_flags(export, tmp_path, False))
+  assert str(e.value) == f"--precision=bfloat16: {problem}"
+  assert not (tmp_path / "out").exists()
+  with pytest.raises(ValueError) as e:
+    load_export(export, "bfloat16")
+  assert str(e.value) == f"precision 'bfloat16': {problem}"
+  monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE")  # not capped
+  assert load_export(export, "bfloat16").signatures["serve_features"] \
+      .bfloat16_ops > 0
 
 
 def test_xla_with_bfloat16_is_refused_before_any_work(export, tmp_path):

@@ -245,7 +245,7 @@ def test_bfloat16_refused_where_its_matmuls_would_crash(
     monkeypatch, capsys, flags, cap, refused):
   # On an AVX-512 CPU with oneDNN capped below it, TensorFlow's bfloat16
   # matmuls segfault: an entry script says so in one line, exit code 2.
-  monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset(flags))
+  monkeypatch.setattr(precision, "cpu_flags", lambda *_: frozenset(flags))
   monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", cap)
   code = run_main("run_x", lambda: xt.XLNetModel(
       CONFIG, xt.RunOptions(use_bfloat16=True)) and None)

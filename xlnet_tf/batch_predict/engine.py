@@ -39,6 +39,7 @@ from tensorflow.python.framework.convert_to_constants import \
     convert_variables_to_constants_v2
 
 from xlnet_tf.batch_predict.integrity import unregistered_ops
+from xlnet_tf.precision import bfloat16_crash_problem
 
 PRECISIONS = ("float32", "bfloat16")
 # The ops that hold XLNet's FLOPs; elementwise ops, softmax and layer norm
@@ -281,6 +282,9 @@ def load_export(export_path: str, precision: str = "float32",
   module docstring)."""
   if precision not in PRECISIONS:
     raise ValueError(f"precision {precision!r}: one of {PRECISIONS}")
+  problem = bfloat16_crash_problem() if precision == "bfloat16" else None
+  if problem:
+    raise ValueError(f"precision 'bfloat16': {problem}")
   if unregistered_ops(export_path):
     # An export with raw-text signatures (a language model's) holds
     # tensorflow_text's ops; the features versions of fine-tuned models
