@@ -101,6 +101,7 @@ def test_float32_answers_as_the_saved_model(export, way):
     assert signature._xla is not None  # pylint: disable=protected-access
 
 
+@pytest.mark.bfloat16_compute
 def test_bfloat16_rounds_and_keeps_float32_outside(export):
   reference = _calls(load_export(export, "float32", xla_after=None)
                      .signatures["serve_features"])
@@ -156,6 +157,7 @@ def _bfloat16_flags(export, tmp_path, xla: bool):
       pipeline_options=None)
 
 
+@pytest.mark.bfloat16_compute
 @pytest.mark.parametrize("native", [False, True, None])
 def test_emulated_bfloat16_is_said_once_before_any_work(export, tmp_path,
                                                         capsys, native):
@@ -210,6 +212,7 @@ def test_bfloat16_is_refused_where_its_matmuls_would_crash(export, tmp_path,
       .bfloat16_ops > 0
 
 
+@pytest.mark.bfloat16_compute
 def test_xla_with_bfloat16_is_refused_before_any_work(export, tmp_path):
   f = _bfloat16_flags(export, tmp_path, xla=True)
   with pytest.raises(run_batch_predict.UsageError) as e:

@@ -116,6 +116,7 @@ def test_relative_attention_fast_equals_reference(case, bi_data):
   _assert_paths_equal(fast, ref, inputs, run)
 
 
+@pytest.mark.bfloat16_compute
 def test_relative_attention_bfloat16_paths_agree():
   fast, ref = _pair(RelativeAttention, D, N, H, dtype="mixed_bfloat16")
   content, query = attention_masks(L, M, "bi", False, PAD, PERM)

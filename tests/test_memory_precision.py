@@ -218,7 +218,9 @@ def test_float16_overflow_skips_the_step(tmp_path):
 
 
 @pytest.mark.parametrize("native,use_bfloat16,warned", [
-    (False, True, True), (True, True, False), (None, True, False),
+    pytest.param(False, True, True, marks=pytest.mark.bfloat16_compute),
+    pytest.param(True, True, False, marks=pytest.mark.bfloat16_compute),
+    pytest.param(None, True, False, marks=pytest.mark.bfloat16_compute),
     (False, False, False)])
 def test_bfloat16_warning_on_cpus_without_it(tmp_path, monkeypatch, native,
                                              use_bfloat16, warned):

@@ -325,6 +325,7 @@ def regression_run(tmp_path):
       "--recompute", "--use_bfloat16"])
 
 
+@pytest.mark.bfloat16_compute  # the run takes --use_bfloat16
 @pytest.mark.early("regression_run")
 @pytest.mark.usefixtures("shared")
 def test_run_classifier_regression_predictions():

@@ -32,7 +32,7 @@ def test_zero_dropout_training_equals_inference():
 @pytest.mark.parametrize("precision,dtype,tolerance", [
     # Documented tolerances: bf16 keeps 8 bits of mantissa, fp16 11; the
     # LayerNorm outputs are O(1).
-    ("use_bfloat16", tf.bfloat16, 0.1),
+    pytest.param("use_bfloat16", tf.bfloat16, 0.1, marks=pytest.mark.bfloat16_compute),
     ("use_float16", tf.float16, 0.02),
 ])
 def test_mixed_precision_close_to_float32(golden, precision, dtype, tolerance):

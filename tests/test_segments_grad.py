@@ -146,7 +146,8 @@ def _grads_graph(model, features):
 
 
 @pytest.mark.parametrize("flag,dtype,atol", [
-    ("use_bfloat16", tf.bfloat16, 5e-2), ("use_float16", tf.float16, 5e-3)])
+    pytest.param("use_bfloat16", tf.bfloat16, 5e-2, marks=pytest.mark.bfloat16_compute),
+    ("use_float16", tf.float16, 5e-3)])
 def test_sixteen_bit_memory_in_compute_dtype(flag, dtype, atol):
   features = _features(3)
   full = _classifier(segment_length=S)

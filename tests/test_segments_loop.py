@@ -112,7 +112,8 @@ def test_graph_loop_equals_segments_written_out(n, n_bptt, jit_compile):
 
 
 @pytest.mark.parametrize("flag,dtype,atol", [
-    ("use_bfloat16", tf.bfloat16, 5e-2), ("use_float16", tf.float16, 5e-3)])
+    pytest.param("use_bfloat16", tf.bfloat16, 5e-2, marks=pytest.mark.bfloat16_compute),
+    ("use_float16", tf.float16, 5e-3)])
 def test_sixteen_bit_memory_loops_in_the_compute_dtype(flag, dtype, atol):
   """The loop carries the memory (n_layer `[B, M, D]`) in the compute dtype;
   traced, the model stays within 16-bit rounding of float32 written out."""
