@@ -8,7 +8,7 @@ VENV ?= $(if $(filter file,$(origin PYTHON)),.venv,.venv-$(PYVER))
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test venv clean demo check-python
+.PHONY: test test-quick venv clean demo check-python
 
 check-python:
 	@test -n "$(PYVER)" || { echo "make: $(PYTHON) not found or not a Python; xlnet-tf needs Python 3.10-3.13: set PYTHON=/path/to/python3.X"; exit 1; }
@@ -26,8 +26,13 @@ $(STAMP): pyproject.toml | check-python
 
 venv: $(STAMP)
 
+# The whole suite, with its 10 slowest tests and its wall time at the end.
 test: $(STAMP)
-	$(PY) -m pytest -q --doctest-modules xlnet_tf data_utils tests
+	$(PY) -m pytest -q --doctest-modules --durations=10 xlnet_tf data_utils tests
+
+# The developers' inner loop: everything but the end-to-end runs (`e2e`).
+test-quick: $(STAMP)
+	$(PY) -m pytest -q --doctest-modules -m "not e2e" xlnet_tf data_utils tests
 
 demo: $(STAMP)
 	$(PY) demo/run_demo.py --workdir out/demo

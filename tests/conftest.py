@@ -19,7 +19,6 @@ import pytest
 from data_utils.squad.reader import read_squad
 from data_utils.tokenization import SentencePieceTokenizer
 from xlnet_tf.precision import bfloat16_crash_problem
-from xlnet_tf.training import loop
 # Session fixtures of real S3 and GCS servers (issue 36).
 from object_stores import gcs_server, gcs_tf_proxy, s3_server  # noqa: F401
 
@@ -29,24 +28,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 _ENV = dict(os.environ)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-@pytest.fixture(autouse=True)
-def _graph_in_process(request, monkeypatch):
-  """Trainers built in a test's own process run TensorFlow's graph unless
-  the test sets `jit_compile`: the per-machine default would compile XLA
-  for every tiny model, seconds each, and those tests are not about speed.
-  The entry scripts, run as processes, take the per-machine default; the
-  choice itself is tested under the `speed_defaults` marker."""
-  if request.node.get_closest_marker("speed_defaults"):
-    return
-  resolve = loop.resolve_jit_compile
-
-  def graph_unless_asked(asked, *args):
-    if asked is None:
-      return False, "TensorFlow's graph (a test in its own process)"
-    return resolve(asked, *args)
-  monkeypatch.setattr(loop, "resolve_jit_compile", graph_unless_asked)
 
 
 def shared_dir() -> str:
@@ -260,19 +241,66 @@ def pytest_configure(config):
       "markers", "early(name): the test's slow run, function `name` of its "
       "module, begins when the session does (conftest.early_result)")
   config.addinivalue_line(
-      "markers", "speed_defaults: trainers take the per-machine default "
-      "of jit_compile (not the graph the other in-process tests pin)")
+      "markers", f"long(why): takes over {LONG_SECONDS} s, and why it must")
+  config.addinivalue_line(
+      "markers", "e2e: an end-to-end run of a job (an entry script, a "
+      "pipeline, a server); `make test-quick` leaves these out")
   config.addinivalue_line(
       "markers", "bfloat16_compute: computes in bfloat16; skipped, with the "
       "reason, where TensorFlow's bfloat16 matmuls would crash "
       "(precision.bfloat16_crash_problem)")
 
 
+# The modules whose tests run whole jobs: entry scripts and pipelines in
+# processes of their own, object-store servers, a cluster. `make test-quick`
+# (-m "not e2e") leaves them out; `make test` runs them.
+E2E_MODULES = frozenset({
+    "test_batch_predict", "test_batch_predict_cli", "test_beam_runners",
+    "test_buckets_batch", "test_buckets_records", "test_buckets_scripts",
+    "test_buckets_training", "test_demo", "test_distributed",
+    "test_lm_refusals", "test_object_stores", "test_pretrain_beam",
+    "test_race", "test_run_classifier", "test_run_classifier_segments",
+    "test_run_ner", "test_run_preflight", "test_run_pretrain",
+    "test_run_reliability", "test_saved_model_cli", "test_squad",
+    "test_task_imports", "test_text_inputs_scripts", "test_train_resume"})
+
+# A test over this many seconds (setup, call and teardown) carries
+# `@pytest.mark.long("why it must")`; the summary names those that do not.
+LONG_SECONDS = 60
+_LONG_MARKED = set()
+_SECONDS = {}
+
+
+def pytest_runtest_logreport(report):
+  _SECONDS[report.nodeid] = _SECONDS.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter):
+  """The guard on the suite's length: tests over `LONG_SECONDS` without a
+  `long` mark saying why they must take that long."""
+  unmarked = sorted(((s, n) for n, s in _SECONDS.items()
+                     if s > LONG_SECONDS and n not in _LONG_MARKED),
+                    reverse=True)
+  if unmarked:
+    terminalreporter.section(f"tests over {LONG_SECONDS} s without a "
+                             "long(why) mark")
+    for seconds, nodeid in unmarked:
+      terminalreporter.write_line(f"{seconds:7.1f} s  {nodeid}")
+
+
+@pytest.hookimpl(tryfirst=True)  # the marks before -m selects by them
 def pytest_collection_modifyitems(items):
-  """Skips the `bfloat16_compute` tests where TensorFlow's bfloat16 matmuls
-  would crash the process and the project refuses them: an AVX-512 CPU
-  with `ONEDNN_MAX_CPU_ISA` capping oneDNN below it, as the tolerance check
-  at AVX2 does on such a CPU. CI sets no cap: there none is skipped."""
+  """Marks the tests of `E2E_MODULES` `e2e`. Skips the `bfloat16_compute`
+  tests where TensorFlow's bfloat16 matmuls would crash the process and the
+  project refuses them: an AVX-512 CPU with `ONEDNN_MAX_CPU_ISA` capping
+  oneDNN below it, as the tolerance check at AVX2 does on such a CPU. CI
+  sets no cap: there none is skipped."""
+  for item in items:
+    module = getattr(item, "module", None)
+    if module is not None and module.__name__ in E2E_MODULES:
+      item.add_marker(pytest.mark.e2e)
+  _LONG_MARKED.update(item.nodeid for item in items
+                      if item.get_closest_marker("long"))
   problem = bfloat16_crash_problem()
   if problem:
     for item in items:

@@ -171,6 +171,12 @@ def flag_names(arguments):
       yield word[2:].split("=", 1)[0]
 
 
+@functools.lru_cache(maxsize=None)
+def make_targets() -> frozenset:
+  """The targets the project's Makefile defines."""
+  return frozenset(re.findall(r"^([\w.-]+):(?!=)", read("Makefile"), re.M))
+
+
 def command_problems(doc: str, text: str):
   """What is wrong with the commands of `text` (the doc `doc`): a project
   script or module that is no entry point, a flag its entry does not
@@ -182,6 +188,11 @@ def command_problems(doc: str, text: str):
       start += 1
     words = words[start:]
     if not words:
+      continue
+    if words[0] == "make":
+      bad += [f"{doc}:{number}: make {w}: no such target" for w in words[1:]
+              if not w.startswith("-") and "=" not in w
+              and w not in make_targets()]
       continue
     found = entry_of(words)
     if found is None:

@@ -101,6 +101,7 @@ def test_command_problems_are_found():
           "python -m xlnet_tf.no_such_module --a\n"
           ".venv/bin/python run_nothing.py --x\n"
           "python -m apache_beam.runners.worker.worker_pool_main --port=1\n"
+          "make test-quick PYTHON=python3.12 no-such-target\n"
           "```\n")
   assert command_problems("t.md", text) == [
       "t.md:4: run_pretrain.py has no --bogus_flag",
@@ -108,7 +109,8 @@ def test_command_problems_are_found():
       "t.md:4: run_pretrain.py --strategy=gpu: not one of default, "
       "mirrored, multi_worker, tpu",
       "t.md:6: python -m xlnet_tf.no_such_module: no such entry point",
-      "t.md:7: run_nothing.py: no such script"]
+      "t.md:7: run_nothing.py: no such script",
+      "t.md:9: make no-such-target: no such target"]
 
 
 def test_docs_run_every_entry_point():

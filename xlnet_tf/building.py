@@ -23,3 +23,23 @@ def build_dense(dense, input_dim: int) -> None:
   if not dense.built:
     with tf.name_scope(dense.name):
       dense.build([None, input_dim])
+
+
+def unconverted(call):
+  """`call` (a layer's `call`) run as plain Python inside a `tf.function`,
+  not rewritten by autograph: every layer here branches on Python values
+  over static shapes only, and converting its source (and all it calls)
+  would only slow each trace: a run's first step, each export. Keras still
+  sees `call`'s own arguments (`training`, `mask`).
+
+  Example:
+    >>> import tf_keras as keras
+    >>> class Twice(keras.layers.Layer):
+    ...   @unconverted
+    ...   def call(self, x, training=False):
+    ...     return x * 2 if training else x
+    >>> float(tf.function(lambda x: Twice()(x, training=True))(1.0))
+    2.0
+  """
+  return tf.__internal__.decorator.make_decorator(
+      call, tf.autograph.experimental.do_not_convert(call))

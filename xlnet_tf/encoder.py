@@ -37,7 +37,7 @@ from typing import List, Optional
 import tensorflow as tf
 import tf_keras as keras
 
-from xlnet_tf.building import build_once
+from xlnet_tf.building import build_once, unconverted
 from xlnet_tf.config import RunOptions, XLNetConfig
 from xlnet_tf.initializers import fresh, get_initializer
 from xlnet_tf.precision import dtype_policy
@@ -128,6 +128,7 @@ class XLNetBlock(keras.layers.Layer):
     build_once(self.rel_attn, self.ff)
     super().build(input_shape)
 
+  @unconverted
   def call(self, h, pos_enc, biases, g=None, mems=None, seg_mat=None,
            content_mask=None, query_mask=None, target_mapping=None,
            output_positions=None, training=False, seed=None):
@@ -238,6 +239,7 @@ class XLNetModel(keras.layers.Layer):
             pick(self.r_s_bias) if with_segments else None,
             self.seg_embed[i] if with_segments else None)
 
+  @unconverted
   def call(self, input_ids, segment_ids=None, input_mask=None, mems=None,
            mems_mask=None, perm_mask=None, target_mapping=None, input_q=None,
            output_positions=None, training=False, memory_gradient=False,

@@ -17,7 +17,7 @@ def run_inference(model_fn: Callable[[dict], Dict[str, tf.Tensor]],
                   what: str = "inference") -> Dict[str, np.ndarray]:
   """Runs `model_fn` (compiled once) over `dataset`; concatenates the
   `keep` keys of its outputs and of the batches (outputs win on clashes)."""
-  step = tf.function(model_fn)
+  step = tf.function(model_fn, autograph=False)  # see building.unconverted
   collected: Dict[str, list] = {k: [] for k in keep}
   progress = Progress(what, total=total_batches, unit="batches")
   for batch in dataset:

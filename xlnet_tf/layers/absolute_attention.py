@@ -6,6 +6,7 @@ from __future__ import annotations
 import tensorflow as tf
 import tf_keras as keras
 
+from xlnet_tf.building import unconverted
 from xlnet_tf.layers.multi_head import MultiHeadBase
 from xlnet_tf.masks import masked_softmax
 
@@ -25,6 +26,7 @@ class AbsoluteAttention(MultiHeadBase):
     super().__init__(*args, **kwargs)
     self.residual = residual
 
+  @unconverted
   def call(self, q, k, v, mask=None, training=False):
     dtype = self.compute_dtype
     q, k, v = (tf.cast(t, dtype) for t in (q, k, v))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import tensorflow as tf
 import tf_keras as keras
 
+from xlnet_tf.building import unconverted
 from xlnet_tf.kernels import seeded_dropout
 from xlnet_tf.seeds import next_seed
 
@@ -54,6 +55,7 @@ class SeededDropout(keras.layers.Dropout):
     super().__init__(rate, **kwargs)
     self.fast_kernels = fast_kernels
 
+  @unconverted
   def call(self, inputs, training=None, seed=None):
     if seed is None and training is True and self.rate > 0:
       seed = next_seed()  # None outside a training step's scope

@@ -3,9 +3,10 @@ dropout on the second projection too)."""
 
 from __future__ import annotations
 
+import tensorflow as tf
 import tf_keras as keras
 
-from xlnet_tf.building import build_dense
+from xlnet_tf.building import build_dense, unconverted
 from xlnet_tf.activations import get_activation
 from xlnet_tf.initializers import fresh
 from xlnet_tf.kernels import FeedForwardParts, feedforward
@@ -42,6 +43,7 @@ class PositionwiseFFN(Sublayer):
     build_dense(self.layer_2, self.d_inner)
     super().build(input_shape)
 
+  @unconverted
   def call(self, x, training=False, seed=None):
     """`seed`: int32 `[2]` for replayable dropout masks, or None."""
     if self.fast_kernels:

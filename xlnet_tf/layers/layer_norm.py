@@ -6,6 +6,7 @@ from __future__ import annotations
 import tensorflow as tf
 import tf_keras as keras
 
+from xlnet_tf.building import unconverted
 from xlnet_tf.kernels import normalize
 
 LAYER_NORM_EPSILON = 1e-12
@@ -46,6 +47,7 @@ class LayerNorm(keras.layers.Layer):
     self.beta = self.add_weight("beta", [self.d_model], initializer="zeros")
     super().build(input_shape)
 
+  @unconverted
   def call(self, x):
     dtype = x.dtype
     norm = normalize if self.fast_kernels else plain_normalize

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import tensorflow as tf
 import tf_keras as keras
 
+from xlnet_tf.building import unconverted
 from xlnet_tf.positions import relative_positional_encoding
 
 
@@ -27,6 +29,7 @@ class RelativePositionEncoding(keras.layers.Layer):
     self.clamp_len = clamp_len
     self.bi_data = bi_data
 
+  @unconverted
   def call(self, qlen, klen, batch_size=None):
     return relative_positional_encoding(qlen, klen, self.d_model,
                                         self.attn_type, self.clamp_len,

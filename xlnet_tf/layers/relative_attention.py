@@ -21,6 +21,7 @@ from __future__ import annotations
 import tensorflow as tf
 import tf_keras as keras
 
+from xlnet_tf.building import unconverted
 from xlnet_tf.kernels import AttentionParts, relative_attention
 from xlnet_tf.layers.multi_head import MultiHeadBase
 from xlnet_tf.masks import attention_probs
@@ -85,6 +86,7 @@ class RelativeAttention(MultiHeadBase):
 
   KERNELS = ("q", "k", "v", "r", "o")
 
+  @unconverted
   def call(self, h, pos_enc, biases, g=None, mems=None, seg_mat=None,
            content_mask=None, query_mask=None, target_mapping=None,
            output_positions=None, training=False, seed=None):

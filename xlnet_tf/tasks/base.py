@@ -12,6 +12,7 @@ import tf_keras as keras
 from xlnet_tf.building import build_once
 from xlnet_tf.config import RunOptions, XLNetConfig
 from xlnet_tf.encoder import XLNetModel
+from xlnet_tf.flops import training_flops
 from xlnet_tf.initializers import get_initializer
 from xlnet_tf.precision import dtype_policy
 from xlnet_tf.training import TrainTask
@@ -104,6 +105,13 @@ class XLNetTask(TrainTask):
   def tokens_per_example(self) -> int:
     return self.seq_len
 
+  def step_flops(self, per_replica_batch: int) -> float:
+    # A long document read in segments attends within one segment + memory.
+    segment = self.head.get("segment_length") or self.seq_len
+    return training_flops(self.config,
+                          self.tokens_per_example() * per_replica_batch,
+                          segment + self.options.mem_len)
+
   def num_layers(self) -> int:
     return self.config.n_layer
 
@@ -130,8 +138,9 @@ def feature_specs(shape) -> list:
 
 def signature(fn, *specs):
   """`fn` traced for `specs` (`tf.TensorSpec`s, named as the signature's
-  inputs): one entry of a SavedModel's signatures."""
-  return tf.function(fn).get_concrete_function(*specs)
+  inputs): one entry of a SavedModel's signatures. Without autograph: a
+  signature branches on Python values only (`building.unconverted`)."""
+  return tf.function(fn, autograph=False).get_concrete_function(*specs)
 
 
 def string_spec(name: str) -> tf.TensorSpec:

@@ -10,7 +10,7 @@ from typing import Optional
 import tensorflow as tf
 import tf_keras as keras
 
-from xlnet_tf.building import build_dense, build_once
+from xlnet_tf.building import build_dense, build_once, unconverted
 from xlnet_tf.config import RunOptions, XLNetConfig
 from xlnet_tf.encoder import XLNetModel
 from xlnet_tf.initializers import fresh, get_initializer
@@ -98,6 +98,7 @@ class SequenceSummary(keras.layers.Layer):
     position = tf.shape(ids)[1] - 1 if self.summary_type == "last" else 0
     return tf.fill([tf.shape(ids)[0], 1], position)
 
+  @unconverted
   def call(self, hidden, input_mask=None, training=False):
     hidden = tf.cast(hidden, self.compute_dtype)
     if self.summary_type == "last":
@@ -169,6 +170,7 @@ class LogitHead(keras.layers.Layer):
     build_dense(self.dense, self.d_model)
     super().build(input_shape)
 
+  @unconverted
   def call(self, hidden):
     logits = tf.cast(self.dense(hidden), tf.float32)
     return tf.squeeze(logits, -1) if self.squeeze else logits

@@ -38,7 +38,7 @@ from xlnet_tf.precision import cpu_has_native_bfloat16
 from xlnet_tf.seeds import dropout_seeds, step_seed, sub_seed
 from xlnet_tf.training.optimizer import (layer_lr_factor, make_optimizer,
                                          variable_key)
-from xlnet_tf.training.fastest import resolve_jit_compile
+from xlnet_tf.training.fastest import RunSize, resolve_jit_compile
 from xlnet_tf.training.files import (checkpoint_number,
                                      remove_checkpoint_temps)
 from xlnet_tf.training.options import TrainOptions
@@ -99,14 +99,6 @@ class Trainer:
     self.init_fn = init_fn
     self.strategy = strategy or make_strategy(opts.strategy, opts.tpu)
     self.replicas = self.strategy.num_replicas_in_sync
-    # XLA compiles the forward/backward pass; the cross-replica all-reduce
-    # and the update stay outside it.
-    self.jit_compile, why = resolve_jit_compile(
-        opts.jit_compile, opts.strategy,
-        bool(tf.config.list_physical_devices("GPU")), self.replicas)
-    logging.info("forward/backward pass: %s", why)
-    self._compute = tf.function(self._gradients, jit_compile=True) \
-        if self.jit_compile else self._gradients
     # Before any variable or layer exists: initialisers draw from the global
     # seed, and each Keras layer takes its own seed from it when created.
     keras.utils.set_random_seed(opts.seed)
@@ -173,6 +165,21 @@ class Trainer:
     elif self.opts.init_checkpoint:
       self.init_fn(self.model, self.opts.init_checkpoint)
     return self.step
+
+  def _choose_compute(self, per_replica_batch: int) -> None:
+    """XLA or the graph for the forward/backward pass (`fastest`), by the
+    size of this run; the cross-replica all-reduce and the update stay
+    outside XLA."""
+    opts = self.opts
+    size = RunSize(
+        self.task.step_flops(per_replica_batch) * opts.grad_accum_steps,
+        self.task.num_layers(), opts.train_steps, self.task.step_kind)
+    self.jit_compile, why = resolve_jit_compile(
+        opts.jit_compile, opts.strategy,
+        bool(tf.config.list_physical_devices("GPU")), self.replicas, size)
+    logging.info("forward/backward pass: %s", why)
+    self._compute = tf.function(self._gradients, jit_compile=True) \
+        if self.jit_compile else self._gradients
 
   def _make_state(self, per_replica_batch: int) -> None:
     shapes = self.task.state_shapes(per_replica_batch)
@@ -273,6 +280,7 @@ class Trainer:
                    opts.train_steps)
       return {}
     self._make_state(per_replica_batch)
+    self._choose_compute(per_replica_batch)
 
     def input_fn(ctx):
       per_pipeline = ctx.num_replicas_in_sync // ctx.num_input_pipelines

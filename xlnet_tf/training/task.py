@@ -30,6 +30,15 @@ class TrainTask:
   def tokens_per_example(self) -> int:
     return 0
 
+  # 'fine-tuning' or 'pretraining' (the two-stream step): the share of a
+  # step XLA saves differs (`fastest.XLA_SAVES`).
+  step_kind = "fine-tuning"
+
+  def step_flops(self, per_replica_batch: int) -> float:
+    """Training FLOPs of one micro-batch of `per_replica_batch` examples
+    (0: unknown, and the training default keeps the graph)."""
+    return 0.0
+
   def num_layers(self) -> int:
     """How many stacked layers the model has (0: not layered)."""
     return 0

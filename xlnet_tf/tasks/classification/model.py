@@ -17,6 +17,7 @@ from typing import Optional
 import tensorflow as tf
 import tf_keras as keras
 
+from xlnet_tf.building import unconverted
 from xlnet_tf.config import RunOptions, XLNetConfig
 from xlnet_tf.encoder import XLNetModel
 from xlnet_tf.tasks.base import XLNetTask
@@ -42,6 +43,7 @@ class XLNetClassifier(PooledTaskModel):
     self.logit = self.logit_head(
         n_class, f"model/classification_{task_name.lower()}/logit", False)
 
+  @unconverted
   def call(self, features, training=False):
     return self.head_outputs(self.pool(features, training))
 
@@ -68,6 +70,7 @@ class XLNetRegressor(PooledTaskModel):
     self.logit = self.logit_head(
         1, f"model/regression_{task_name.lower()}/logit", True)
 
+  @unconverted
   def call(self, features, training=False):
     return self.head_outputs(self.pool(features, training))
 

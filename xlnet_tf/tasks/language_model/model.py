@@ -14,6 +14,7 @@ from typing import List, Tuple
 import tensorflow as tf
 import tf_keras as keras
 
+from xlnet_tf.building import unconverted
 from xlnet_tf.encoder import XLNetModel
 from xlnet_tf.initializers import fresh
 from xlnet_tf.tasks.base import TaskModel, XLNetTask
@@ -46,6 +47,7 @@ class LMHead(keras.layers.Layer):
     self.bias = self.add_weight("bias", [self.n_token], initializer="zeros")
     super().build(input_shape)
 
+  @unconverted
   def call(self, hidden, embedding_table=None):
     softmax_w = embedding_table if self.tie_weight else self.weight
     if softmax_w is None:
@@ -88,6 +90,7 @@ class XLNetPretrainer(TaskModel):
                           dtype=self.policy)
     self.heads = [self.lm_head]
 
+  @unconverted
   def call(self, features, mems=None, training=False):
     out = self.encoder(features["input_ids"],
                        segment_ids=features.get("segment_ids"),
@@ -113,6 +116,7 @@ class PretrainTask(XLNetTask):
   from step to step."""
 
   model_class = XLNetPretrainer
+  step_kind = "pretraining"
 
   def state_shapes(self, per_replica_batch: int) -> List[Tuple[int, ...]]:
     if not self.options.mem_len:

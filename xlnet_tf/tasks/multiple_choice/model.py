@@ -18,6 +18,7 @@ from typing import Optional
 import tensorflow as tf
 import tf_keras as keras
 
+from xlnet_tf.building import unconverted
 from xlnet_tf.config import RunOptions, XLNetConfig
 from xlnet_tf.encoder import XLNetModel
 from xlnet_tf.tasks.base import XLNetTask
@@ -52,6 +53,7 @@ class XLNetForMultipleChoice(PooledTaskModel):
     self.n_choice = n_choice
     self.logit = self.logit_head(1, "logits/dense", True)
 
+  @unconverted
   def call(self, features, training=False):
     rows = {k: choice_rows(features[k], self.n_choice) for k in FEATURE_KEYS}
     logits = tf.reshape(self.logit(self.pool(rows, training)),

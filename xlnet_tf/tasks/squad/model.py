@@ -16,7 +16,7 @@ from typing import Optional
 import tensorflow as tf
 import tf_keras as keras
 
-from xlnet_tf.building import build_dense, build_once
+from xlnet_tf.building import build_dense, build_once, unconverted
 from xlnet_tf.config import RunOptions, XLNetConfig
 from xlnet_tf.encoder import XLNetModel
 from xlnet_tf.initializers import fresh
@@ -96,6 +96,7 @@ class SquadHead(keras.layers.Layer):
     end_logits = tf.squeeze(self.end_dense_1(x), -1)
     return tf.nn.log_softmax(_masked(end_logits, p_mask[:, None]), axis=-1)
 
+  @unconverted
   def call(self, hidden, p_mask, cls_index, start_positions=None,
            training=False):
     hidden = tf.cast(hidden, self.compute_dtype)
@@ -167,6 +168,7 @@ class XLNetForQuestionAnswering(TaskModel):
                              name="qa_head", dtype=self.policy)
     self.heads = [self.qa_head]
 
+  @unconverted
   def call(self, features, training=False):
     hidden = self.encode(features, training)
     return self.qa_head(hidden, features["p_mask"], features["cls_index"],

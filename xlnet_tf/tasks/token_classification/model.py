@@ -20,6 +20,7 @@ from typing import Optional
 import tensorflow as tf
 import tf_keras as keras
 
+from xlnet_tf.building import unconverted
 from xlnet_tf.config import RunOptions, XLNetConfig
 from xlnet_tf.encoder import XLNetModel
 from xlnet_tf.tasks.base import TaskModel, XLNetTask
@@ -47,6 +48,7 @@ class XLNetForTokenClassification(TaskModel):
         dtype=self.policy)
     self.heads = [self.logit]
 
+  @unconverted
   def call(self, features, training=False):
     logits = self.logit(self.encode(features, training))
     return {"logits": logits, "probabilities": tf.nn.softmax(logits)}
