@@ -26,13 +26,16 @@ $(STAMP): pyproject.toml | check-python
 
 venv: $(STAMP)
 
-# The whole suite, with its 10 slowest tests and its wall time at the end.
+# The whole suite in 2 worker processes, each handed whole modules (much of
+# a test's time is one core's Python), with its 10 slowest tests and its
+# wall time at the end.
+PYTEST := $(PY) -m pytest -q -n 2 --dist loadfile --doctest-modules
 test: $(STAMP)
-	$(PY) -m pytest -q --doctest-modules --durations=10 xlnet_tf data_utils tests
+	$(PYTEST) --durations=10 xlnet_tf data_utils tests
 
 # The developers' inner loop: everything but the end-to-end runs (`e2e`).
 test-quick: $(STAMP)
-	$(PY) -m pytest -q --doctest-modules -m "not e2e" xlnet_tf data_utils tests
+	$(PYTEST) -m "not e2e" xlnet_tf data_utils tests
 
 demo: $(STAMP)
 	$(PY) demo/run_demo.py --workdir out/demo

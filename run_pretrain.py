@@ -17,6 +17,7 @@ import dataclasses
 import re
 from typing import Dict
 
+import data_utils  # noqa: F401 (before TensorFlow: it keeps Keras 3 out)
 import tensorflow as tf
 from absl import flags, logging
 

@@ -1,17 +1,15 @@
-"""Shared fixtures: where `../shared` is, and the golden cases in it; and
-slow subprocess runs that overlap other tests' work.
+"""Shared fixtures: where `../shared` is, and the golden cases in it; the
+early runs (slow_runs.py) begun with the session or a module; the marks
+(`e2e`, `long`, `early`, `bfloat16_compute`) and the guard on slow tests.
 
 `XLNET_SHARED` overrides the location. Outside CI a missing folder skips the
 tests that need it, saying so; in CI (CI=true) it is an error.
 """
 
-import concurrent.futures
 import hashlib
 import os
 import re
-import subprocess
 import sys
-import threading
 
 import numpy as np
 import pytest
@@ -21,13 +19,9 @@ from data_utils.tokenization import SentencePieceTokenizer
 from xlnet_tf.precision import bfloat16_crash_problem
 # Session fixtures of real S3 and GCS servers (issue 36).
 from object_stores import gcs_server, gcs_tf_proxy, s3_server  # noqa: F401
-
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-# The environment of every run below: the session's own (a test's
-# monkeypatch.setenv must not reach another test's run in the background).
-_ENV = dict(os.environ)
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Processes the tests run; tests import these from here.
+from slow_runs import (ROOT, early_result, end_runs,  # noqa: F401
+                       killed_after_save, queue_early_runs, run, start)
 
 
 def shared_dir() -> str:
@@ -171,71 +165,6 @@ def refused_line(script, args, timeout=600, env=None):
   return refused(run([sys.executable, script, *args], timeout, env))
 
 
-# Slow runs side by side ------------------------------------------------------
-# CI has 2 cores and a test keeps about one busy. Runs that depend on nothing
-# else a test does can overlap: `start` begins a command at once on a
-# background thread; an early run (a test marked `@pytest.mark.early(name)`,
-# `name` a function of its module taking a fresh folder) begins when the
-# session does, one at a time in the order of the tests, and the test takes
-# what it returned with `early_result`. What a test checks is unchanged:
-# only when its run happens.
-_PROCS = set()
-_LOCK = threading.Lock()
-_NOW = concurrent.futures.ThreadPoolExecutor(4, "start")
-_QUEUE = concurrent.futures.ThreadPoolExecutor(1, "early")
-_EARLY = {}
-_OVER = threading.Event()  # the session ended: start nothing more
-
-
-def run(cmd, timeout=900, env=None, cwd=ROOT):
-  """subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-  from `cwd` (the project root), with the session's environment plus `env`
-  (e.g. an object-store fixture's); killed if the session ends first."""
-  if _OVER.is_set():
-    raise RuntimeError("the test session is over")
-  with subprocess.Popen(cmd, cwd=cwd, env={**_ENV, **(env or {})}, text=True,
-                        stdout=subprocess.PIPE,
-                        stderr=subprocess.PIPE) as proc:
-    with _LOCK:
-      _PROCS.add(proc)
-    try:
-      out, err = proc.communicate(timeout=timeout)
-    except BaseException:
-      proc.kill()
-      raise
-    finally:
-      with _LOCK:
-        _PROCS.discard(proc)
-  return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
-
-
-def start(cmd, timeout=900, env=None, cwd=ROOT):
-  """`run(cmd, timeout, env, cwd)` begun now on a background thread;
-  `.result()` waits for its CompletedProcess."""
-  return _NOW.submit(run, cmd, timeout, env, cwd)
-
-
-def killed_after_save(setup: str = "") -> str:
-  """A program for `python -c` taking `script kill_at flags...`: runs the
-  entry script, which SIGKILLs itself right after saving the checkpoint of
-  step `kill_at` (0: never): a kill at a known point, not a race with a run
-  this fast. `setup`: lines run first (e.g. a patch)."""
-  return setup + """
-import os, runpy, signal, sys
-from xlnet_tf.training import Trainer
-script, kill_at = sys.argv.pop(1), int(sys.argv.pop(1))
-real_save = Trainer._save
-def save(self, step):
-  path = real_save(self, step)
-  if step == kill_at:
-    os.kill(os.getpid(), signal.SIGKILL)
-  return path
-Trainer._save = save
-sys.argv[0] = script
-runpy.run_path(script, run_name="__main__")
-"""
-
-
 def pytest_configure(config):
   config.addinivalue_line(
       "markers", "early(name): the test's slow run, function `name` of its "
@@ -264,6 +193,13 @@ E2E_MODULES = frozenset({
     "test_run_reliability", "test_saved_model_cli", "test_squad",
     "test_task_imports", "test_text_inputs_scripts", "test_train_resume"})
 
+# The modules that take longest (measured: `make test`'s slowest tests).
+_FIRST = {name: rank for rank, name in enumerate((
+    "test_batch_predict", "test_demo", "test_buckets_training",
+    "test_buckets_batch", "test_buckets_scripts", "test_distributed",
+    "test_run_ner", "test_run_classifier", "test_run_pretrain",
+    "test_buckets_records", "test_memory_precision"))}
+
 # A test over this many seconds (setup, call and teardown) carries
 # `@pytest.mark.long("why it must")`; the summary names those that do not.
 LONG_SECONDS = 60
@@ -273,6 +209,8 @@ _SECONDS = {}
 
 def pytest_runtest_logreport(report):
   _SECONDS[report.nodeid] = _SECONDS.get(report.nodeid, 0.0) + report.duration
+  if "long" in report.keywords:  # the report carries it from an xdist worker
+    _LONG_MARKED.add(report.nodeid)
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -299,8 +237,11 @@ def pytest_collection_modifyitems(items):
     module = getattr(item, "module", None)
     if module is not None and module.__name__ in E2E_MODULES:
       item.add_marker(pytest.mark.e2e)
-  _LONG_MARKED.update(item.nodeid for item in items
-                      if item.get_closest_marker("long"))
+  # The longest modules first (a stable sort: a module's own order kept),
+  # so that pytest-xdist, handing out modules in this order, does not leave
+  # one for the end.
+  items.sort(key=lambda item: _FIRST.get(
+      getattr(getattr(item, "module", None), "__name__", ""), len(_FIRST)))
   problem = bfloat16_crash_problem()
   if problem:
     for item in items:
@@ -322,44 +263,36 @@ def pytest_unconfigure(config):
   interpreter's own teardown TensorFlow may destroy a tf.data iterator
   whose pool thread waits for the lock the destroying thread holds (seen
   once after a full run: the summary printed, the process alive), and a
-  hung `make test` would fail CI after every test passed."""
-  del config
-  if _EXIT_STATUS:
+  hung `make test` would fail CI after every test passed. An xdist worker
+  still has its last messages to hand over: it exits by itself, and its
+  controller ends it if it hangs."""
+  if _EXIT_STATUS and not _xdist_worker(config):
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(_EXIT_STATUS[-1])
 
 
+def _xdist_worker(config) -> bool:
+  return hasattr(config, "workerinput")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _early_runs(request, tmp_path_factory):
-  for item in request.session.items:
-    if item.get_closest_marker("skip"):
-      continue  # its run would be for nothing
-    # A module's marks before its tests' own: the order an early run may
-    # rely on (see early_result).
-    for mark in reversed(list(item.iter_markers("early"))):
-      for name in mark.args:
-        fn = getattr(item.module, name)
-        if fn not in _EARLY:
-          _EARLY[fn] = _QUEUE.submit(fn, tmp_path_factory.mktemp(name))
+  if not _xdist_worker(request.config):
+    queue_early_runs(request.session.items, tmp_path_factory)
   yield
-  _OVER.set()
-  for future in _EARLY.values():
-    future.cancel()
-  with _LOCK:
-    for proc in _PROCS:
-      proc.kill()
+  end_runs()
 
 
-def early_result(fn):
-  """What early run `fn` returned (waiting for it to end). An early run
-  may take the result of one queued before it (never after: the runs go
-  one at a time)."""
-  assert fn in _EARLY, f"mark the test @pytest.mark.early({fn.__name__!r})"
-  future = _EARLY[fn]
-  if threading.current_thread().name.startswith("early"):
-    assert future.done(), f"early run {fn.__name__} is named too late"
-  return future.result()
+@pytest.fixture(scope="module", autouse=True)
+def _early_runs_of_module(request, tmp_path_factory):
+  """Under pytest-xdist a worker is handed whole modules (--dist loadfile)
+  one at a time: a module's early runs begin with its first test there,
+  not every module's in every worker."""
+  if _xdist_worker(request.config):
+    queue_early_runs([i for i in request.session.items
+                      if getattr(i, "module", None) is request.module],
+                     tmp_path_factory)
 
 
 def rte_flags(shared_path, tmp_path, config):

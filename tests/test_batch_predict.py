@@ -41,6 +41,10 @@ from xlnet_tf.export.directory import EXPORT_MARKER
 TINY = xt.XLNetConfig(n_layer=2, d_model=32, n_head=2, d_head=16, d_inner=64,
                       n_token=32000, ff_activation="gelu", untie_r=True)
 WINDOW = 64  # the LM export's window (texts longer are read in segments)
+# Its first test waits for the shared work: four entry scripts (the scripts'
+# outputs every job is held against) and two exports, then the five jobs
+# twice (in-process and on 2 workers), one pipeline each time.
+pytestmark = pytest.mark.long("builds what every test here compares")
 TWO_WORKERS = ["--runner=DirectRunner", "--direct_num_workers=2",
                "--direct_running_mode=multi_processing"]
 

@@ -114,6 +114,7 @@ def _classifier_flags(data, config, spiece, init, out, predict_dir):
           "--learning_rate=1e-2", "--eval_all_ckpt"]
 
 
+@pytest.mark.long("a fine-tuning run in buckets and the same run on disk")
 def test_run_classifier_with_its_paths_in_buckets(gcs_server, gcs_tf_proxy,
                                               s3_server, tmp_path):
   """Every path in gs://, and the predictions (which TF does not touch) in
@@ -217,6 +218,8 @@ def _losses(text):
                     text)
 
 
+@pytest.mark.long("a pretraining run on disk, one killed and resumed in a "
+                  "bucket")
 def test_run_pretrain_from_gs_records_into_gs_model_dir(gcs_server,
                                                         gcs_tf_proxy,
                                                         tmp_path):

@@ -54,6 +54,7 @@ def demo_runs(directory):
   return out
 
 
+@pytest.mark.long("the whole demo chain, as `make demo` runs it, and again")
 @pytest.mark.early("demo_runs")
 def test_demo_chain_and_rerun():
   runs = early_result(demo_runs)

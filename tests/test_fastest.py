@@ -74,8 +74,7 @@ def test_xla_where_the_run_repays_its_compile(size, cores, expected):
 def test_the_rule_turns_where_the_saving_meets_the_compile():
   per_step = (BASE_FINETUNE.step_flops / (fastest.GRAPH_FLOPS_PER_CORE * 2)
               * fastest.XLA_SAVES["fine-tuning"])
-  compile_s = (fastest.COMPILE_SECONDS
-               + fastest.COMPILE_SECONDS_PER_LAYER * BASE.n_layer)
+  compile_s = fastest.COMPILE_SECONDS_PER_LAYER["fine-tuning"] * BASE.n_layer
   turn = int(compile_s / per_step)
   for steps, expected in ((turn, False), (turn + 1, True)):
     size = fastest.RunSize(BASE_FINETUNE.step_flops, 12, steps)
@@ -117,5 +116,9 @@ def test_the_speed_page_quotes_the_rule_as_the_trainer_logs_it():
     page = f.read()
   line = f"forward/backward pass: {fastest.xla_pays(BASE_FINETUNE, 2)[1]}"
   assert f"```\n{line}\n```" in page
-  assert (f"{fastest.COMPILE_SECONDS:.0f} s plus "
-          f"{fastest.COMPILE_SECONDS_PER_LAYER:.0f} s per layer") in page
+  per_layer = fastest.COMPILE_SECONDS_PER_LAYER
+  assert (f"{per_layer['fine-tuning']:.0f} s per layer for fine-tuning, "
+          f"{per_layer['pretraining']:.0f} s for pretraining") in page
+  assert (f"1% of a fine-tuning step, 5% of a pretraining"
+          in page.replace("\n", " "))
+  assert fastest.XLA_SAVES == {"fine-tuning": 0.01, "pretraining": 0.05}

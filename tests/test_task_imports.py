@@ -31,6 +31,7 @@ def _loaded(*modules, then: str = "None") -> tuple:
           f"{then}\n"
           "print(json.dumps([before, sorted(sys.modules)]))")
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+  env.pop("TF_USE_LEGACY_KERAS", None)  # a user's process: the package sets it
   done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env,
                         capture_output=True, text=True, timeout=600)
   assert done.returncode == 0, done.stderr[-3000:]
@@ -78,6 +79,8 @@ def test_a_task_and_its_batch_worker_load_no_other_task(package):
   assert set(worker) <= loaded
   assert _others(loaded, package) == {}
   assert "tensorflow_text" not in loaded
+  # TensorFlow loaded, Keras 3 not (`data_utils` sets TF_USE_LEGACY_KERAS).
+  assert "tensorflow" in loaded and not {"keras", "keras.src"} & loaded
 
 
 def test_a_saved_task_model_deserializes_after_a_bare_import(tmp_path):

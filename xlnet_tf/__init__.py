@@ -14,6 +14,7 @@ Public API:
 
 import importlib
 
+import data_utils  # noqa: F401 (first: it keeps Keras 3 out, see there)
 import tf_keras as keras
 
 from xlnet_tf.io import (CheckpointError, LoadReport, load_checkpoint,

@@ -10,7 +10,7 @@ the graph. Both sides are estimates from the model's size:
   graph's rate per core on such a CPU;
 - the share of a step XLA saves: measured separately for fine-tuning and
   for the two-stream pretraining step;
-- the compile's seconds: a fixed part plus a part per layer.
+- the compile's seconds: a part per layer.
 The constants below were measured on a 2-core AVX2-only EPYC
 (benchmarks/README.md, "The training default: XLA or the graph").
 
@@ -34,10 +34,11 @@ from xlnet_tf.cpu import CPUINFO, cpu_flags
 XLA_SAVES = {"fine-tuning": 0.01, "pretraining": 0.05}
 # The graph's training rate there (XLNet-Base, float32), FLOP/s per core.
 GRAPH_FLOPS_PER_CORE = 40e9
-# XLA's compile of the forward/backward pass there, in seconds: a fixed part
-# plus one per layer (XLNet-Base fine-tuning: 206 s).
-COMPILE_SECONDS = 14.0
-COMPILE_SECONDS_PER_LAYER = 16.0
+# XLA's compile of the forward/backward pass there, seconds per layer
+# (XLNet-Base fine-tuning: 206 s); the pretraining step compiles 1.3x as
+# long as fine-tuning's, and a fixed part is lost in the noise (both
+# measured on a 2-layer and a 12-layer model).
+COMPILE_SECONDS_PER_LAYER = {"fine-tuning": 17.0, "pretraining": 22.0}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,12 +65,12 @@ def xla_pays(size: RunSize, cores: int) -> Tuple[bool, str]:
     >>> xla_pays(RunSize(base, 12, 10000), cores=2)[0]
     True
     >>> xla_pays(RunSize(base / 2, 12, 100000, "pretraining"), cores=2)[1]
-    'XLA: over 100,000 steps it saves ~17,664 s (5% of ~3.5 s a step), its compile takes ~206 s'
+    'XLA: over 100,000 steps it saves ~17,664 s (5% of ~3.5 s a step), its compile takes ~264 s'
   """
   step = size.step_flops / (GRAPH_FLOPS_PER_CORE * max(cores, 1))
   share = XLA_SAVES[size.kind]
   saved = size.steps * share * step
-  compile_s = COMPILE_SECONDS + COMPILE_SECONDS_PER_LAYER * size.layers
+  compile_s = COMPILE_SECONDS_PER_LAYER[size.kind] * size.layers
   because = (f"over {size.steps:,} steps it saves ~{saved:,.0f} s ({share:.0%} "
              f"of ~{step:.2g} s a step), its compile takes ~{compile_s:,.0f} s")
   if saved > compile_s:
