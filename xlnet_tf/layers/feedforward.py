@@ -3,7 +3,6 @@ dropout on the second projection too)."""
 
 from __future__ import annotations
 
-import tensorflow as tf
 import tf_keras as keras
 
 from xlnet_tf.building import build_dense, unconverted

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tensorflow as tf
 import tf_keras as keras
 
 from xlnet_tf.building import unconverted
