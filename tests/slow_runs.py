@@ -5,10 +5,19 @@ kills itself right after a checkpoint (`killed_after_save`); early runs
 (`early_result`, queued by conftest's fixtures)."""
 
 import concurrent.futures
+import io
+import json
+import locale
 import os
+import shutil
+import signal
+import socket
+import struct
 import subprocess
 import sys
+import tempfile
 import threading
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -38,6 +47,8 @@ def run(cmd, timeout=900, env=None, cwd=ROOT):
   (e.g. an object-store fixture's); killed if the session ends first."""
   if _OVER.is_set():
     raise RuntimeError("the test session is over")
+  if _forkable(cmd, env):
+    return _run_forked(cmd, timeout, env, cwd)
   with subprocess.Popen(cmd, cwd=cwd, env={**_ENV, **(env or {})}, text=True,
                         stdout=subprocess.PIPE,
                         stderr=subprocess.PIPE) as proc:
@@ -52,6 +63,88 @@ def run(cmd, timeout=900, env=None, cwd=ROOT):
       with _LOCK:
         _PROCS.discard(proc)
   return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+# Python runs forked from a server that has imported TensorFlow ----------------
+# (forkserver.py): the same fresh `__main__`, less the import each run pays.
+# A run whose environment changes what TensorFlow reads at import starts
+# from scratch instead.
+_IMPORT_TIME_ENV = ("TF_", "PYTHON", "LD_", "MALLOC", "OMP_", "KMP_")
+_SERVER = {}
+
+
+def _forkable(cmd, env):
+  return (len(cmd) >= 2 and cmd[0] == sys.executable
+          and (cmd[1] in ("-c", "-m") or cmd[1].endswith(".py"))
+          and not any(k.startswith(_IMPORT_TIME_ENV) for k in env or ())
+          and os.environ.get("XLNET_TESTS_NO_FORKSERVER") != "1")
+
+
+def _server_path():
+  """The socket of this process's fork server, started on first use."""
+  with _LOCK:
+    if "path" not in _SERVER:
+      folder = tempfile.mkdtemp(prefix="xlnet-forkserver-")
+      path = os.path.join(folder, "socket")
+      _SERVER["proc"] = subprocess.Popen(
+          [sys.executable, os.path.join(ROOT, "tests", "forkserver.py"), path],
+          cwd=ROOT, env=_ENV, stdin=subprocess.DEVNULL)
+      _SERVER["path"] = path
+    path, proc = _SERVER["path"], _SERVER["proc"]
+  while not os.path.exists(path):
+    if proc.poll() is not None:
+      raise RuntimeError(f"the fork server exited with {proc.returncode}")
+    time.sleep(0.05)
+  return path
+
+
+class _Forked:
+  """What `end_runs` needs of a forked run: kill()."""
+
+  def __init__(self, pid):
+    self.pid = pid
+
+  def kill(self):
+    try:
+      os.kill(self.pid, signal.SIGKILL)
+    except ProcessLookupError:
+      pass
+
+
+def _run_forked(cmd, timeout, env, cwd):
+  encoding = locale.getpreferredencoding(False)
+  with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
+      socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+    conn.connect(_server_path())
+    request = json.dumps({"argv": [os.fspath(a) for a in cmd[1:]],
+                          "cwd": os.fspath(cwd),
+                          "env": {**_ENV, **(env or {})}}).encode()
+    socket.send_fds(conn, [struct.pack("!Q", len(request))],
+                    [out.fileno(), err.fileno()])
+    conn.sendall(request)
+    reader = conn.makefile("r", encoding="ascii")
+    proc = _Forked(int(reader.readline().split()[1]))
+    with _LOCK:
+      _PROCS.add(proc)
+    try:
+      conn.settimeout(timeout)
+      line = reader.readline()
+    except socket.timeout:
+      proc.kill()
+      raise subprocess.TimeoutExpired(cmd, timeout) from None
+    except BaseException:
+      proc.kill()
+      raise
+    finally:
+      with _LOCK:
+        _PROCS.discard(proc)
+    if not line.startswith("exit "):
+      raise RuntimeError(f"the fork server lost run {proc.pid}: {line!r}")
+    texts = []
+    for f in (out, err):
+      f.seek(0)
+      texts.append(io.TextIOWrapper(f, encoding=encoding).read())
+    return subprocess.CompletedProcess(cmd, int(line.split()[1]), *texts)
 
 
 def start(cmd, timeout=900, env=None, cwd=ROOT):
@@ -118,3 +211,7 @@ def end_runs():
   with _LOCK:
     for proc in _PROCS:
       proc.kill()
+    if "proc" in _SERVER:
+      _SERVER["proc"].kill()
+      _SERVER["proc"].wait()
+      shutil.rmtree(os.path.dirname(_SERVER["path"]), ignore_errors=True)
