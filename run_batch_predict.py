@@ -209,6 +209,12 @@ def main(argv):
   return run_main("run_batch_predict", _run)
 
 
-if __name__ == "__main__":
+def main_cli() -> None:
+  """The command line: `python run_batch_predict.py`,
+  or `xlnet-tf-batch-predict` installed."""
   define_flags()
   run_app("run_batch_predict", main)
+
+
+if __name__ == "__main__":
+  main_cli()

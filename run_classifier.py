@@ -93,6 +93,12 @@ def main(argv):
                                TASK.run)
 
 
-if __name__ == "__main__":
+def main_cli() -> None:
+  """The command line: `python run_classifier.py`,
+  or `xlnet-tf-classifier` installed."""
   define_flags()
   run_app("run_classifier", main)
+
+
+if __name__ == "__main__":
+  main_cli()

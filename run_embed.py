@@ -115,6 +115,11 @@ def main(argv):
   return run_main("run_embed", _run)
 
 
-if __name__ == "__main__":
+def main_cli() -> None:
+  """The command line: `python run_embed.py`, or `xlnet-tf-embed` installed."""
   define_flags()
   run_app("run_embed", main)
+
+
+if __name__ == "__main__":
+  main_cli()

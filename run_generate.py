@@ -210,6 +210,12 @@ def main(argv):
   return run_main("run_generate", lambda: generate_main(flags.FLAGS))
 
 
-if __name__ == "__main__":
+def main_cli() -> None:
+  """The command line: `python run_generate.py`,
+  or `xlnet-tf-generate` installed."""
   define_flags()
   run_app("run_generate", main)
+
+
+if __name__ == "__main__":
+  main_cli()

@@ -105,6 +105,12 @@ def main(argv):
   return run_main("run_infill", lambda: infill_main(flags.FLAGS))
 
 
-if __name__ == "__main__":
+def main_cli() -> None:
+  """The command line: `python run_infill.py`,
+  or `xlnet-tf-infill` installed."""
   define_flags()
   run_app("run_infill", main)
+
+
+if __name__ == "__main__":
+  main_cli()

@@ -72,6 +72,11 @@ def main(argv):
   return cli.run_finetune_main("run_ner", FLAGS, _options, TASK.run)
 
 
-if __name__ == "__main__":
+def main_cli() -> None:
+  """The command line: `python run_ner.py`, or `xlnet-tf-ner` installed."""
   define_flags()
   run_app("run_ner", main)
+
+
+if __name__ == "__main__":
+  main_cli()

@@ -25,6 +25,8 @@ import xlnet_tf
 from data_utils.errors import (UsageError, UserError, check_positive,
                                run_app, run_main)
 from data_utils import paths
+from data_utils.atomic import atomic_path
+from data_utils.fingerprint import file_sha256
 from data_utils.path_checks import check_store, check_writable_dir, tf_path
 from data_utils.pretraining.examples import (PERM_SIZE_FLAG_DEFAULT,
                                              PretrainDataConfig,
@@ -33,6 +35,7 @@ from data_utils.pretraining.reader import (check_record_files,
                                            load_record_infos,
                                            pretrain_dataset, read_record_info)
 from data_utils.text_files import read_json
+from xlnet_tf import model_folder
 from xlnet_tf.cli import define_performance_flags
 from xlnet_tf.config import MAX_N_TOKEN, ConfigError
 from xlnet_tf.io import (check_init_checkpoint, load_checkpoint,
@@ -66,7 +69,17 @@ def define_flags() -> None:
                        "Seeds the initial weights (without --init_checkpoint), "
                        "dropout and the file-order shuffling: the same command "
                        "gives the same run.")
-  # Model.
+  # Model: a config by name or file, else the original's (tiny) flags.
+  flags.DEFINE_string(
+      "model_config_path", None,
+      "The model's config: base, large, an xlnet_config.json or an HF "
+      "config.json (default: the --init_checkpoint folder's, else the model "
+      "flags below, whose defaults are the original's tiny model).")
+  flags.DEFINE_string(
+      "spiece_model_file", None,
+      "The SentencePiece model the records were built with (checked against "
+      "them): copied into model_dir/original/, which is then a whole model "
+      "folder for --init_checkpoint of every other script.")
   flags.DEFINE_integer("n_token", 32000, "Vocabulary size.")
   flags.DEFINE_integer("mem_len", 0, "Memory length.")
   flags.DEFINE_bool("same_length", False, "Same length attention.")
@@ -212,25 +225,48 @@ def check_resume(f, config: xlnet_tf.XLNetConfig,
       continue
     was, now = _shown(key, recorded[key]), _shown(key, current[key])
     if was != now:
-      flag = f"--{key}" if key in f else key
+      if key in config.KEYS and config.path:   # a named config or file's
+        flag = f"{config.path}: {key}"
+      else:
+        flag = f"--{key}" if key in f else key
       raise UsageError(
           f"{flag}={now} but model_dir {f.model_dir} holds a run with "
           f"{key}={was} (use another --model_dir, or the same flags to "
           "resume)")
 
 
-def check_vocab(f) -> None:
-  """--n_token must cover the vocabulary the records were built with (each
-  record-info names it); a smaller one fails mid-run on the first larger id.
-  """
+def check_vocab(f, config: xlnet_tf.XLNetConfig) -> None:
+  """The model's n_token must cover the vocabulary the records were built
+  with (each record-info names it); a smaller one fails mid-run on the
+  first larger id."""
+  where = (f"--n_token={config.n_token}" if config.path is None else
+           f"{config.path}: n_token {config.n_token}")
   for directory in f.record_info_dir.split(","):
     for path in paths.glob(paths.join(
         directory, f"record_info-{f.split}-*.json")):
       vocab = read_record_info(path).get("vocab_size")
-      if isinstance(vocab, int) and vocab > f.n_token:
-        raise UsageError(f"--n_token={f.n_token}: smaller than the "
-                         f"vocabulary the records were built with ({vocab} "
-                         f"pieces, {path})")
+      if isinstance(vocab, int) and vocab > config.n_token:
+        raise UsageError(f"{where}: smaller than the vocabulary the records "
+                         f"were built with ({vocab} pieces, {path})")
+
+
+def check_spiece(f) -> None:
+  """--spiece_model_file must be the model every record-info names (by
+  content), so the folder it joins holds the vocabulary of its weights."""
+  if not f.spiece_model_file:
+    return
+  if not paths.isfile(f.spiece_model_file):
+    raise UsageError(f"--spiece_model_file={f.spiece_model_file}: no such "
+                     "file")
+  sha = file_sha256(f.spiece_model_file)
+  for directory in f.record_info_dir.split(","):
+    for path in paths.glob(paths.join(
+        directory, f"record_info-{f.split}-*.json")):
+      built = read_record_info(path).get("sp_sha256")
+      if built not in (None, sha):
+        raise UsageError(f"--spiece_model_file={f.spiece_model_file}: not "
+                         f"the SentencePiece model the records were built "
+                         f"with ({path})")
 
 
 def check_paths(f) -> None:
@@ -247,20 +283,42 @@ def check_paths(f) -> None:
       tf_path(path, flag)
   for directory in directories:
     check_store(directory, "record_info_dir")
-  if f.init_checkpoint:
-    check_store(f.init_checkpoint, "init_checkpoint")
+  for flag in ("init_checkpoint", "model_config_path", "spiece_model_file"):
+    if f[flag].value:
+      check_store(f[flag].value, flag)
   check_writable_dir(f.model_dir, "model_dir")
+
+
+def model_config(f) -> xlnet_tf.XLNetConfig:
+  """The model to pretrain: `--model_config_path` or the --init_checkpoint
+  folder's config, with which every model flag given must agree, else the
+  model flags (on the original's tiny defaults, said in the first line)."""
+  if f.d_embed is not None and f.d_embed != f.d_model:
+    raise ConfigError(f"--d_embed ({f.d_embed}) must equal --d_model "
+                      f"({f.d_model}): XLNet ties them")
+  named = model_folder.resolve(f.init_checkpoint, f.model_config_path, None,
+                               need_config=False, need_spiece=False).config
+  given = [k for k in xlnet_tf.XLNetConfig.KEYS if f[k].present]
+  if named is None:
+    config = xlnet_tf.XLNetConfig(**{k: f[k].value
+                                     for k in xlnet_tf.XLNetConfig.KEYS})
+    if not given:
+      logging.warning(
+          "training the original's tiny default model (%s); pass "
+          "--model_config_path=base or large, or a config file, for a real "
+          "size", ", ".join(f"{k} {v}" for k, v in config.to_dict().items()))
+    return config
+  for key in given:
+    if f[key].value != getattr(named, key):
+      raise UsageError(f"--{key}={_shown(key, f[key].value)} disagrees with "
+                       f"{named.path}: {key} {_shown(key, getattr(named, key))}")
+  return named
 
 
 def _pretrain(f) -> int:
   check_flags(f)
-  if f.d_embed is not None and f.d_embed != f.d_model:
-    raise ConfigError(f"--d_embed ({f.d_embed}) must equal --d_model "
-                      f"({f.d_model}): XLNet ties them")
-  config = xlnet_tf.XLNetConfig(
-      n_layer=f.n_layer, d_model=f.d_model, n_head=f.n_head,
-      d_head=f.d_head, d_inner=f.d_inner, n_token=f.n_token,
-      ff_activation=f.ff_activation, untie_r=f.untie_r)
+  check_paths(f)
+  config = model_config(f)
   options = xlnet_tf.RunOptions(
       dropout=f.dropout, dropatt=f.dropatt, init=f.init,
       init_std=f.init_std, init_range=f.init_range,
@@ -278,7 +336,6 @@ def _pretrain(f) -> int:
       grad_accum_steps=f.grad_accum_steps, jit_compile=f.jit_compile,
       seed=f.seed)
   train_opts.validate()
-  check_paths(f)
   check_resume(f, config, options)  # before anything is written there
   check_init_checkpoint(train_opts, config=config)
   trainer = Trainer(PretrainTask(config, options, f.seq_len), train_opts,
@@ -301,7 +358,8 @@ def _pretrain(f) -> int:
   info = load_record_infos(f.record_info_dir, f.split, expected,
                            num_passes=f.num_passes)
   check_record_files(info)  # a bad file: one line now, not mid-training
-  check_vocab(f)
+  check_vocab(f, config)
+  check_spiece(f)
   logging.info("%d record files, %d batches per pass over them",
                len(info["filenames"]), info["num_batch"])
   per_replica = f.train_batch_size // replicas_per_host
@@ -323,11 +381,20 @@ def _pretrain(f) -> int:
   prefix = save_original_checkpoint(
       trainer.model, paths.join(export_dir, "xlnet_model.ckpt"))
   config.to_json(paths.join(export_dir, "xlnet_config.json"))
+  if f.spiece_model_file:
+    with atomic_path(paths.join(export_dir, "spiece.model")) as tmp:
+      paths.download(f.spiece_model_file, tmp)
   logging.info("final loss %s; original-layout weights: %s (+ "
                "xlnet_config.json)", logs.get("loss"), prefix)
   return 0
 
 
-if __name__ == "__main__":
+def main_cli() -> None:
+  """The command line: `python run_pretrain.py`,
+  or `xlnet-tf-pretrain` installed."""
   define_flags()
   run_app("run_pretrain", main)
+
+
+if __name__ == "__main__":
+  main_cli()

@@ -53,6 +53,11 @@ def main(argv):
   return cli.run_finetune_main("run_race", FLAGS, _options, TASK.run)
 
 
-if __name__ == "__main__":
+def main_cli() -> None:
+  """The command line: `python run_race.py`, or `xlnet-tf-race` installed."""
   define_flags()
   run_app("run_race", main)
+
+
+if __name__ == "__main__":
+  main_cli()

@@ -105,6 +105,11 @@ def main(argv):
   return run_main("run_score", lambda: score_main(flags.FLAGS))
 
 
-if __name__ == "__main__":
+def main_cli() -> None:
+  """The command line: `python run_score.py`, or `xlnet-tf-score` installed."""
   define_flags()
   run_app("run_score", main)
+
+
+if __name__ == "__main__":
+  main_cli()

@@ -31,7 +31,7 @@ from absl import flags
 
 from data_utils.errors import run_app
 from data_utils.path_checks import check_store
-from xlnet_tf import cli
+from xlnet_tf import cli, model_folder
 from xlnet_tf.tasks.squad.spec import SPEC as TASK
 
 
@@ -74,8 +74,7 @@ def define_flags() -> None:
   flags.DEFINE_bool("split_digits", True,
                     "With the piece split: also cut numbers into single "
                     "digits (--nosplit_digits keeps numbers whole).")
-  flags.mark_flags_as_required(["model_config_path", "spiece_model_file",
-                                "output_dir", "model_dir"])
+  flags.mark_flags_as_required(["output_dir", "model_dir"])
 
 
 def _options():
@@ -99,6 +98,7 @@ def main(argv):
 
     def prepro():
       cli.check_path_flags(FLAGS)
+      model_folder.fill_flags(FLAGS)
       for flag in ("train_file", "predict_file"):
         if getattr(FLAGS, flag):
           check_store(getattr(FLAGS, flag), flag)
@@ -107,6 +107,11 @@ def main(argv):
   return cli.run_finetune_main("run_squad", FLAGS, _options, TASK.run)
 
 
-if __name__ == "__main__":
+def main_cli() -> None:
+  """The command line: `python run_squad.py`, or `xlnet-tf-squad` installed."""
   define_flags()
   run_app("run_squad", main)
+
+
+if __name__ == "__main__":
+  main_cli()

@@ -121,6 +121,12 @@ def define_flags() -> None:
   flags.mark_flags_as_required(["input", "model_prefix"])
 
 
-if __name__ == "__main__":
+def main_cli() -> None:
+  """The command line: `python -m data_utils.train_spiece`,
+  or `xlnet-tf-spiece` installed."""
   define_flags()
   run_app("train_spiece", main)
+
+
+if __name__ == "__main__":
+  main_cli()

@@ -328,6 +328,11 @@ def main(argv) -> int:
   return run_main("run_demo", demo)
 
 
-if __name__ == "__main__":
+def main_cli() -> None:
+  """The command line: `python demo/run_demo.py` (`make demo`)."""
   define_flags()
   run_app("run_demo", main)
+
+
+if __name__ == "__main__":
+  main_cli()

@@ -5,11 +5,12 @@ process (the docs test checks each `--flag` a doc passes against them).
     True
 
 The convention (test_entry_points.py holds it): an entry point defines its
-flags only in its `define_flags()`, which its `if __name__ == "__main__":`
-block (or its console-script `main`) calls right before it runs; importing
-it defines nothing. So `flags_of` imports the module, calls `define_flags()`
-and deletes again what it defined: one process lists every entry point,
-whose flags share names (`--overwrite`, `--output_dir`, ...).
+flags only in its `define_flags()`, which its `main_cli()` (what its
+`if __name__ == "__main__":` block and its console script run) calls right
+before it runs; importing it defines nothing. So `flags_of` imports the
+module, calls `define_flags()` and deletes again what it defined: one
+process lists every entry point, whose flags share names (`--overwrite`,
+`--output_dir`, ...).
 """
 
 from __future__ import annotations
@@ -50,6 +51,47 @@ ENTRY_POINTS: Dict[str, str] = {
     # Console scripts (pyproject.toml's [project.scripts]).
     "xlnet-saved-model-cli": "xlnet_tf.export.saved_model_cli",
 }
+
+# The console scripts (pyproject.toml's [project.scripts]): one per entry
+# point that the wheel installs, name -> the entry (a key of ENTRY_POINTS).
+CONSOLE_SCRIPTS: Dict[str, str] = {
+    "xlnet-tf-pretrain": "run_pretrain.py",
+    "xlnet-tf-pretrain-data": "data_utils.pretraining.create_pretrain_data",
+    "xlnet-tf-spiece": "data_utils.train_spiece",
+    "xlnet-tf-classifier": "run_classifier.py",
+    "xlnet-tf-squad": "run_squad.py",
+    "xlnet-tf-race": "run_race.py",
+    "xlnet-tf-ner": "run_ner.py",
+    "xlnet-tf-embed": "run_embed.py",
+    "xlnet-tf-score": "run_score.py",
+    "xlnet-tf-generate": "run_generate.py",
+    "xlnet-tf-infill": "run_infill.py",
+    "xlnet-tf-batch-predict": "run_batch_predict.py",
+    "xlnet-tf-convert": "xlnet_tf.convert",
+    # The name the docs used before the others (kept as it was).
+    "xlnet-saved-model-cli": "xlnet-saved-model-cli",
+}
+# Entries of a checkout only, not in the wheel: why.
+CHECKOUT_ONLY = {
+    "demo/run_demo.py": "runs the checkout's scripts on its bundled "
+                        "demo/data (`make demo`)",
+}
+# What a console script calls: `main_cli()` (define_flags(), then run_app:
+# the `__main__` block's one call); or `main()`, for the entries whose
+# `main` reads sys.argv itself.
+CONSOLE_FUNCTION = "main_cli"
+_ARGV_MAIN = frozenset({"xlnet_tf.convert", "xlnet_tf.export.saved_model_cli"})
+
+
+def console_target(entry: str) -> str:
+  """`module:function`, what `entry`'s console script runs.
+
+    >>> console_target("run_classifier.py")
+    'run_classifier:main_cli'
+  """
+  module = ENTRY_POINTS[entry]
+  return f"{module}:{'main' if module in _ARGV_MAIN else CONSOLE_FUNCTION}"
+
 
 # Where an entry's `define_flags` lives when not in its own module.
 DEFINED_IN = {"xlnet_tf.convert": "xlnet_tf.convert_args"}
@@ -168,7 +210,8 @@ _ENV = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 def entry_of(words: Sequence[str]) -> Optional[Tuple[str, List[str]]]:
   """(the entry, its arguments) that a shell command's `words` run, or
-  None for a command that runs none of this project's entry points.
+  None for a command that runs none of this project's entry points (a
+  console script's words run its entry).
 
     >>> entry_of(["python", "run_squad.py", "--do_train"])
     ('run_squad.py', ['--do_train'])
@@ -179,6 +222,8 @@ def entry_of(words: Sequence[str]) -> Optional[Tuple[str, List[str]]]:
     ('run_ner.py', ['--do_eval'])
     >>> entry_of([".venv/bin/xlnet-saved-model-cli", "show", "--dir", "x"])
     ('xlnet-saved-model-cli', ['show', '--dir', 'x'])
+    >>> entry_of(["xlnet-tf-classifier", "--do_train"])
+    ('run_classifier.py', ['--do_train'])
     >>> entry_of(["python", "./demo/run_demo.py"])
     ('demo/run_demo.py', [])
     >>> entry_of(["pip", "install", "-e", "."]) is None
@@ -201,4 +246,5 @@ def entry_of(words: Sequence[str]) -> Optional[Tuple[str, List[str]]]:
         return path, words[2:]
     return None
   name = words[0].rsplit("/", 1)[-1]
-  return (name, words[1:]) if name in ENTRY_POINTS else None
+  entry = CONSOLE_SCRIPTS.get(name, name if name in ENTRY_POINTS else None)
+  return (entry, words[1:]) if entry else None

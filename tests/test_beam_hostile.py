@@ -28,7 +28,7 @@ CFG = PretrainDataConfig(seq_len=32, reuse_len=16, bsz_per_host=4,
 def _record_flags(corpus, save_dir, **values):
   """The records command line's flag values: its defaults, small settings,
   then `values`."""
-  given = {name: default for name, (default, _) in records_cli._FLAGS.items()}
+  given = {name: default for name, (default, *_) in records_cli._FLAGS.items()}
   given.update(split="train", runner=None, pipeline_options=None,
                seq_len=32, reuse_len=16, bsz_per_host=4, num_predict=6,
                perm_size=8, input_glob=corpus["text"], sp_path=corpus["sp"],

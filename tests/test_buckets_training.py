@@ -99,12 +99,13 @@ def _glue_like_data(folder):
                 f"{'a' if words.index(w) % 2 else 'b'}\n")
 
 
-def _classifier_flags(data, config, spiece, init, out, predict_dir):
+def _classifier_flags(data, init, out, predict_dir):
+  """A released-layout folder given once: its config and SentencePiece
+  model are read from it, in the bucket too."""
   return [sys.executable, os.path.join(ROOT, "run_classifier.py"),
           "--task_name=generic",
           "--label_list=a,b", f"--data_dir={data}",
-          f"--model_config_path={config}", f"--spiece_model_file={spiece}",
-          f"--init_checkpoint={init}/xlnet_model.ckpt",
+          f"--init_checkpoint={init}",
           f"--output_dir={out}/data", f"--model_dir={out}/model",
           f"--export_dir={out}/export", f"--predict_dir={predict_dir}",
           "--do_train", "--do_eval",
@@ -124,17 +125,15 @@ def test_run_classifier_with_its_paths_in_buckets(gcs_server, gcs_tf_proxy,
   make_s3_bucket(s3_server, bucket[5:])
   local = tmp_path / "local"
   _glue_like_data(local / "task")
-  CONFIG.to_json(str(local / "xlnet_config.json"))
   xt.save_original_checkpoint(xt.XLNetModel(CONFIG, xt.RunOptions()),
                               str(local / "init" / "xlnet_model.ckpt"))
-  os.makedirs(local / "spiece")
-  os.link(spiece_path(shared_dir()), local / "spiece" / "spiece.model")
+  CONFIG.to_json(str(local / "init" / "xlnet_config.json"))
+  os.link(spiece_path(shared_dir()), local / "init" / "spiece.model")
   _copy(str(local), bucket, env)
   cwd = tmp_path / "cwd"
   os.makedirs(cwd)
   runs = [start(_classifier_flags(
-      f"{root}/task", f"{root}/xlnet_config.json",
-      f"{root}/spiece/spiece.model", f"{root}/init", root, predict_dir),
+      f"{root}/task", f"{root}/init", root, predict_dir),
       900, env, cwd) for root, predict_dir in (
           (str(local), local / "predictions"), (bucket, f"{s3}/predictions"))]
   for res in (r.result() for r in runs):

@@ -9,8 +9,8 @@ user reads them.
   3. every ```python block runs, in a working directory holding what the
      snippets name (a tiny checkpoint in the released layout under the
      released folder name, an HF folder, small SavedModels with the
-     signatures the snippets call, a TFLite file made by the project's
-     converter, the demo's query features);
+     signatures the snippets call and the files exports carry, a
+     TFLite file made by the project's converter, the demo's features);
   4. every dotted name of the project in backticks (`xlnet_tf.x.y`,
      `data_utils.x`) imports, every source path named (`xlnet_tf/...py`)
      exists, and the architecture page's module tree lists files that exist.
@@ -38,6 +38,7 @@ from doc_pages import (BENCHMARKS, DOCS, PROJECT, ROOT, anchors, blocks,
                        links, read, resolves, slug)
 from entry_points import ENTRY_POINTS, entry_of
 from xlnet_tf import pretrained
+from xlnet_tf.export.directory import EXPORT_MARKER
 from xlnet_tf.export.tflite import convert_features_export
 
 # -- 1. links ---------------------------------------------------------------
@@ -224,6 +225,7 @@ def test_module_tree_lists_files_that_exist():
 # -- 3. the Python snippets run ------------------------------------------------
 
 RELEASED = "xlnet_cased_L-12_H-768_A-12"
+LABELS = ["neg", "pos"]  # the walkthroughs' --label_list
 TINY = dict(n_token=32000, n_layer=1, d_model=8, n_head=2, d_head=4,
             d_inner=16, ff_activation="gelu", untie_r=True)
 
@@ -245,8 +247,10 @@ class _Classifier(tf.Module):
     self.length = length
 
   def _outputs(self, logits):
+    class_id = tf.argmax(logits, -1, output_type=tf.int32)
     return {"logits": logits, "probabilities": tf.nn.softmax(logits),
-            "class_id": tf.argmax(logits, -1, output_type=tf.int32)}
+            "class_id": class_id,
+            "label": tf.gather(tf.constant(LABELS), class_id)}
 
   @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
   def serve_text(self, text):
@@ -297,6 +301,19 @@ def _segments_export(path, n_layer=1, mem=4, d=2):
       "initial_memory": initial_memory, "serve_segment": serve_segment})
 
 
+def _carry_spiece(path, shared, length):
+  """What a classifier's export carries besides its signatures: its
+  SentencePiece model and the marker's `batch` entry (how to feed it)."""
+  os.makedirs(os.path.join(path, "assets.extra"))
+  shutil.copy(spiece_path(shared),
+              os.path.join(path, "assets.extra", "spiece.model"))
+  with open(os.path.join(path, EXPORT_MARKER), "w", encoding="utf-8") as f:
+    json.dump({"kind": "classifier", "batch": {
+        "labels": LABELS, "lower": False, "max_seq_length": length,
+        "signature": "serve_features",
+        "spiece_model": "assets.extra/spiece.model"}}, f)
+
+
 def _features_npz(path, rows, length):
   os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
   ids = np.zeros([rows, length], np.int32)
@@ -321,12 +338,15 @@ def workdir(tmp_path_factory, shared):
   xt.save_original_checkpoint(lm, str(released / "xlnet_model.ckpt"))
   shutil.copy(spiece_path(shared), released / "spiece.model")
   pretrained.save_hf_weights(lm, str(work / "xlnet-base-cased"))
-  sst2 = work / "finetuned" / "sst-2" / "saved_model"
-  _text_export(str(sst2 / "text" / "4000"))
-  features = str(work / "features_for_tflite")
+  _text_export(str(work / "finetuned/sst-2/saved_model/text/4000"))
+  exports = work / "work" / "model" / "saved_model"  # the walkthroughs' run
+  _text_export(str(exports / "text" / "1000"))
+  features = str(exports / "features" / "1000")
   _features_export(features, 16)
-  os.makedirs(sst2 / "tflite" / "4000")
-  with open(sst2 / "tflite" / "4000" / "int8.tflite", "wb") as f:
+  for servable in ("text", "features"):
+    _carry_spiece(str(exports / servable / "1000"), shared, 16)
+  os.makedirs(exports / "tflite" / "1000")
+  with open(exports / "tflite" / "1000" / "int8.tflite", "wb") as f:
     f.write(convert_features_export(features, "int8"))
   _segments_export(str(work / "finetuned" / "imdb" / "saved_model" /
                        "features" / "4000"))

@@ -1,8 +1,9 @@
 """One convention for every entry point (entry_points.py lists them): its
-flags are defined only in its `define_flags()`, which its `__main__` block
-(or console-script `main`) calls before it runs; importing it defines
-nothing. And `flags_of`, which the docs test reads, gives each one's flags.
-In one process: the scripts are imported, never run."""
+flags are defined only in its `define_flags()`, which its `main_cli()` (the
+one call of its `__main__` block, and what its console script runs) calls
+before it runs; importing it defines nothing. And `flags_of`, which the
+docs test reads, gives each one's flags. In one process: the scripts are
+imported, never run."""
 
 import ast
 import os
@@ -10,9 +11,10 @@ import re
 
 from absl import flags
 
-from entry_points import (ARGPARSE_SCRIPTS, DEFINED_IN, ENTRY_POINTS, ROOT,
-                          builtin_flags, define_flags_of, entry_of, flags_of,
-                          module_of, own_flags)
+from entry_points import (ARGPARSE_SCRIPTS, CHECKOUT_ONLY, CONSOLE_FUNCTION,
+                          CONSOLE_SCRIPTS, DEFINED_IN, ENTRY_POINTS, ROOT,
+                          builtin_flags, console_target, define_flags_of,
+                          entry_of, flags_of, module_of, own_flags)
 
 PROJECT = ("xlnet_tf", "data_utils", "demo", "run_")
 
@@ -31,17 +33,29 @@ def _main_block(tree: ast.Module):
   return None
 
 
+def _calls(body) -> list:
+  """The expression statements of `body` (a docstring left out), as text."""
+  return [ast.unparse(s.value) for s in body if isinstance(s, ast.Expr)
+          and not isinstance(s.value, ast.Constant)]
+
+
 def test_every_entry_point_is_listed():
-  """The root's run_*.py, the console scripts of pyproject.toml and every
-  module of the packages that runs as `python -m`."""
+  """The root's run_*.py, the console scripts of pyproject.toml (one per
+  entry point, but the demo) and every module of the packages that runs as
+  `python -m`."""
   listed = set(ENTRY_POINTS.values())
   scripts = {n[:-3] for n in os.listdir(ROOT)
              if n.startswith("run_") and n.endswith(".py")}
   assert scripts <= listed
   with open(os.path.join(ROOT, "pyproject.toml"), encoding="utf-8") as f:
     table = f.read().split("[project.scripts]", 1)[1].split("\n[", 1)[0]
-  console = dict(re.findall(r'^([\w-]+)\s*=\s*"([\w.]+):\w+"', table, re.M))
-  assert console and all(ENTRY_POINTS.get(k) == v for k, v in console.items())
+  console = dict(re.findall(r'^([\w-]+)\s*=\s*"([\w.]+:\w+)"', table, re.M))
+  assert console == {name: console_target(entry)
+                     for name, entry in CONSOLE_SCRIPTS.items()}
+  assert sorted(CONSOLE_SCRIPTS.values()) == sorted(
+      set(ENTRY_POINTS) - set(CHECKOUT_ONLY))
+  assert all(n == "xlnet-saved-model-cli" or n.startswith("xlnet-tf-")
+             for n in console)
   for package in ("xlnet_tf", "data_utils"):
     for folder, _, files in os.walk(os.path.join(ROOT, package)):
       for name in files:
@@ -88,17 +102,24 @@ def test_main_blocks_call_define_flags_before_they_run():
   for entry, module in ENTRY_POINTS.items():
     name = DEFINED_IN.get(module, module)
     assert callable(define_flags_of(entry)), entry
-    block = _main_block(ast.parse(_source_of(module)))
+    tree = ast.parse(_source_of(module))
+    block = _main_block(tree)
     if module == "xlnet_tf.export.saved_model_cli":
       continue  # a console script: its main() calls define_flags()
     assert block is not None, entry
-    calls = [ast.unparse(s.value) for s in block.body
-             if isinstance(s, ast.Expr)]
     if name != module:  # convert: main() parses with define_flags' flags
-      assert calls == ["sys.exit(main())"], entry
+      assert _calls(block.body) == ["sys.exit(main())"], entry
       continue
+    # One path: the block runs what the console script runs.
+    assert [ast.unparse(s) for s in block.body] == [
+        f"{CONSOLE_FUNCTION}()"], entry
+    function = next(n for n in tree.body if isinstance(n, ast.FunctionDef)
+                    and n.name == CONSOLE_FUNCTION)
+    calls = _calls(function.body)
+    docstring = ast.get_docstring(function) is not None
+    assert len(calls) == len(function.body) - docstring == 2, entry
     assert calls[0] == "define_flags()", entry
-    assert calls[-1].startswith("run_app("), entry
+    assert calls[1].startswith("run_app("), entry
 
 
 def test_flags_of_defines_and_removes_each_entrys_flags():

@@ -10,6 +10,7 @@ import contextlib
 import io
 import json
 import os
+import shutil
 import sys
 import types
 
@@ -109,21 +110,40 @@ def _wide_line(ckpts, layout):
           f"but the checkpoint {prefix} has d_model 16, d_head 8 ({why})")
 
 
+def _disagree_line(ckpts, layout):
+  """The line for WIDE's config given with a folder that holds CONFIG's."""
+  folder = ckpts.hf if layout == "hf" else os.path.dirname(
+      getattr(ckpts, layout))
+  config = "config.json" if layout == "hf" else "xlnet_config.json"
+  return (f"--model_config_path={ckpts.wide_config} disagrees with "
+          f"{os.path.join(folder, config)}: d_head 16 vs 8, d_model 32 vs 16")
+
+
 @pytest.mark.parametrize("layout", ["original", "native", "hf"])
 def test_config_of_another_width_names_both_shapes(shared, ckpts, layout,
                                                    tmp_path):
   """Each layout: the native restore and an HF directory used to give a
-  traceback or ignore the flag; now one line names both shapes."""
+  traceback or ignore the flag; now one line names both shapes. In a
+  folder with its own config, the flag is held against that config first."""
   checkpoint = os.path.dirname(getattr(ckpts, layout)) \
       if layout != "hf" else ckpts.hf
+  bare = tmp_path / "bare"   # the checkpoint without its config
+  shutil.copytree(checkpoint, bare,
+                  ignore=shutil.ignore_patterns("xlnet_config.json"))
   out = tmp_path / "out.jsonl"
-  f = _generate_flags(shared, ckpts, init_checkpoint=checkpoint,
-                      model_config_path=ckpts.wide_config,
-                      output_file=str(out))
-  before = tree_digest(ckpts.hf), tree_digest(tmp_path)
-  assert _refused("run_generate", lambda: run_generate.generate_main(f)) == (
-      2, "run_generate: " + _wide_line(ckpts, layout))
-  assert (tree_digest(ckpts.hf), tree_digest(tmp_path)) == before
+  cases = [(checkpoint, _disagree_line(ckpts, layout))]
+  if layout != "hf":
+    prefix = os.path.join(bare, os.path.basename(getattr(ckpts, layout)))
+    cases.append((str(bare), _wide_line(ckpts, layout).replace(
+        getattr(ckpts, layout), prefix)))
+  for init_checkpoint, line in cases:
+    f = _generate_flags(shared, ckpts, init_checkpoint=init_checkpoint,
+                        model_config_path=ckpts.wide_config,
+                        output_file=str(out))
+    before = tree_digest(ckpts.hf), tree_digest(tmp_path)
+    assert _refused("run_generate", lambda: run_generate.generate_main(f)) \
+        == (2, "run_generate: " + line)
+    assert (tree_digest(ckpts.hf), tree_digest(tmp_path)) == before
 
 
 def test_config_beside_the_checkpoint_is_checked_too(shared, ckpts,
@@ -313,15 +333,22 @@ def command_lines(work):
   after = tree_digest(tmp_path), tree_digest(ckpts.hf)
   finetuning = work / "finetuning"
   finetuning.mkdir()
+  # The native checkpoint without its config beside: only its shapes tell.
+  bare = work / "bare"
+  shutil.copytree(native, bare,
+                  ignore=shutil.ignore_patterns("xlnet_config.json"))
+  classifier = [
+      sys.executable, "run_classifier.py", "--do_train",
+      "--task_name=sst-2", f"--data_dir={shared}/data/glue/SST-2",
+      f"--model_config_path={ckpts.wide_config}",
+      f"--spiece_model_file={spiece_path(shared)}",
+      f"--output_dir={finetuning}/data", f"--model_dir={finetuning}/model"]
   return {"texts": texts, "before": before, "scripts": scripts,
-          "after": after, "finetuning": finetuning, "run_classifier": run([
-              sys.executable, "run_classifier.py",
-              f"--init_checkpoint={ckpts.native}", "--do_train",
-              "--task_name=sst-2", f"--data_dir={shared}/data/glue/SST-2",
-              f"--model_config_path={ckpts.wide_config}",
-              f"--spiece_model_file={spiece_path(shared)}",
-              f"--output_dir={finetuning}/data",
-              f"--model_dir={finetuning}/model"], 600)}
+          "after": after, "finetuning": finetuning, "bare": bare,
+          "run_classifier": run(classifier + [
+              f"--init_checkpoint={ckpts.native}"], 600),
+          "run_classifier_bare": run(classifier + [
+              f"--init_checkpoint={bare}/ckpt-1"], 600)}
 
 
 @pytest.mark.early("command_lines")
@@ -332,9 +359,9 @@ def test_each_script_refuses_on_its_command_line(ckpts):
   runs = early_result(command_lines)
   assert [refused(res) for res in runs["scripts"]] == [
       "run_generate: --temperature=nan: must be a finite number above 0",
-      "run_score: " + _wide_line(ckpts, "native"),
+      "run_score: " + _disagree_line(ckpts, "native"),
       f"run_infill: {runs['texts']}:1: nothing to fill (no <mask> marker)",
-      "run_embed: " + _wide_line(ckpts, "hf")]
+      "run_embed: " + _disagree_line(ckpts, "hf")]
   assert runs["after"] == runs["before"]
 
 
@@ -345,5 +372,8 @@ def test_finetuning_init_checkpoint_of_another_width(ckpts):
   native checkpoint used to end in a raw `Shapes ... incompatible`."""
   runs = early_result(command_lines)
   assert refused(runs["run_classifier"]) == (
-      "run_classifier: " + _wide_line(ckpts, "native"))
+      "run_classifier: " + _disagree_line(ckpts, "native"))
+  assert refused(runs["run_classifier_bare"]) == (
+      "run_classifier: " + _wide_line(ckpts, "native").replace(
+          ckpts.native, f"{runs['bare']}/ckpt-1"))
   assert os.listdir(runs["finetuning"]) == []

@@ -7,7 +7,6 @@ token is replaced and hidden from everyone, batching and padding change no
 score, and the script's body writes exactly what the API returns.
 """
 
-import ast
 import contextlib
 import io
 import json
@@ -21,6 +20,7 @@ import torch
 import transformers
 
 from conftest import ROOT, assert_close, spiece_path
+from entry_points import own_flags
 from data_utils.errors import UserError, run_main
 from data_utils.tokenization import CLS_ID, MASK_ID, SEP_ID
 from xlnet_tf.pretrained import load_language_model
@@ -153,22 +153,6 @@ def test_row_layout_and_limits():
       "sum": -3.0, "mean": -1.0, "count": 3}
 
 
-def defined_flags(*paths):
-  """The flag names the `flags.DEFINE_*` calls of these files define (read
-  from the source: the tests call a script's body with a plain namespace
-  that must carry exactly the script's flags)."""
-  names = set()
-  for path in paths:
-    with open(os.path.join(ROOT, path), encoding="utf-8") as f:
-      tree = ast.parse(f.read())
-    for node in ast.walk(tree):
-      if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-          and node.func.attr.startswith("DEFINE_") and node.args
-          and isinstance(node.args[0], ast.Constant)):
-        names.add(node.args[0].value)
-  return names
-
-
 def test_run_score_writes_the_api_scores(shared, sp_tokenizer, tmp_path):
   """The script's body on a TSV with a context column, PLL, batch 2 (each
   pass traced): its JSONL equals `score_texts` (eager) line by line, the
@@ -186,8 +170,7 @@ def test_run_score_writes_the_api_scores(shared, sp_tokenizer, tmp_path):
               clamp_len=None, input_file=str(data), text_column=None,
               batch_size=2, overwrite=False, text=None, context_column=None,
               order="l2r", max_seq_length=512, output_file=None)
-  assert set(base) == defined_flags(
-      "run_score.py", "xlnet_tf/tasks/language_model/workflow.py")
+  assert set(base) == own_flags("run_score.py")
 
   def run(**kw):
     err, stdout = io.StringIO(), io.StringIO()

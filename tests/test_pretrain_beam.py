@@ -90,7 +90,12 @@ def beam_inputs(work):
          f"--max_batches={MAX_BATCHES}", "--runner=DirectRunner",
          "--pipeline_options=--direct_num_workers=2 "
          "--direct_running_mode=multi_processing"]
-  return three_files, work / "workers", run(cmd, 600)
+  workers = run(cmd, 600)
+  # Without --runner and --task: every task, one after another.
+  every = [a.replace(str(work / "workers"), str(work / "every"))
+           for a in cmd[:-2]]
+  return three_files, work / "workers", workers, work / "every", run(every,
+                                                                     600)
 
 
 @pytest.fixture(scope="module")
@@ -133,9 +138,14 @@ def test_beam_in_process_and_two_workers_give_the_plain_cli_bytes(
       sum(1 for _ in open(p, encoding="utf-8")) for p in three_files)
 
   # The CLI with two worker processes (begun early: see beam_inputs).
-  _, workers, res = early_result(beam_inputs)
+  _, workers, res, every, plain = early_result(beam_inputs)
   assert res.returncode == 0, res.stderr[-3000:]
   assert _sha256_tree(str(workers)) == want
+  # The CLI without --runner or --task: every task in its one process, with
+  # progress over all of them.
+  assert plain.returncode == 0, plain.stderr[-3000:]
+  assert _sha256_tree(str(every)) == want
+  assert "passes: 6/6 (100.0%)" in plain.stderr
 
 
 def test_a_retried_unit_and_a_rerun_give_the_same_bytes(
@@ -261,7 +271,7 @@ def test_a_bad_shard_is_named_and_finished_units_are_kept(shared, tmp_path):
   job = builder.prepare_job([str(good), str(bad)], CFG, str(tmp_path / "o"),
                             sp, num_task=2, pass_ids=[0], seed=SEED,
                             max_batches=5)
-  builder.build_task(job, 0)
+  builder.build_tasks(job, [0])
   with pytest.raises(pd.DataError) as e:
     beam_pipeline.run(job, beam_jobs.check_options("DirectRunner", None))
   assert str(e.value) == f"{bad}:3: not UTF-8 text (byte 0xff at column 5)"

@@ -78,7 +78,7 @@ def _ledger(directory):
 
 def _flags(**values):
   """The command line's flag values: the defaults, then `values`."""
-  f = {name: default for name, (default, _) in cli._FLAGS.items()}
+  f = {name: default for name, (default, *_) in cli._FLAGS.items()}
   f.update(split="train", runner=None, pipeline_options=None, seq_len=32,
            reuse_len=16, bsz_per_host=4, num_predict=6, perm_size=8)
   f.update(values)

@@ -20,8 +20,8 @@ import xlnet_tf as xt
 from data_utils.pretraining import examples as pd
 from data_utils.pretraining.create_pretrain_data import create_pretrain_data
 from data_utils.pretraining.reader import pretrain_dataset
-from conftest import (ROOT, corpus_slice, early_result, run, shared_dir,
-                      spiece_path)
+from conftest import (ROOT, corpus_slice, early_result, refused, run,
+                      shared_dir, spiece_path)
 
 CFG = pd.PretrainDataConfig(seq_len=32, reuse_len=16, bsz_per_host=4,
                             num_core_per_host=1, bi_data=True, num_predict=6,
@@ -29,6 +29,11 @@ CFG = pd.PretrainDataConfig(seq_len=32, reuse_len=16, bsz_per_host=4,
 MODEL_FLAGS = ["--n_layer=2", "--d_model=32", "--n_head=4", "--d_head=8",
                "--d_inner=64", "--mem_len=16", "--ff_activation=gelu",
                "--untie_r", "--dropout=0.0", "--dropatt=0.0"]
+# The same model as a config file (--model_config_path) and the run flags.
+CONFIG = xt.XLNetConfig(n_layer=2, d_model=32, n_head=4, d_head=8,
+                        d_inner=64, n_token=32000, ff_activation="gelu",
+                        untie_r=True)
+RUN_FLAGS = ["--mem_len=16", "--dropout=0.0", "--dropatt=0.0"]
 # Every test reads the records.
 pytestmark = pytest.mark.early("pretrain_records")
 
@@ -46,12 +51,12 @@ def records(shared):  # pylint: disable=unused-argument  (without ../shared)
   return early_result(pretrain_records)
 
 
-def _cmd(records, model_dir, steps, extra=()):
+def _cmd(records, model_dir, steps, extra=(), model=tuple(MODEL_FLAGS)):
   return [sys.executable, "run_pretrain.py", f"--record_info_dir={records}",
           f"--model_dir={model_dir}", "--train_batch_size=4", "--seq_len=32",
           "--reuse_len=16", "--perm_size=8", "--num_predict=6", "--bi_data",
           f"--train_steps={steps}", "--learning_rate=2e-3",
-          "--warmup_steps=10", *MODEL_FLAGS, *extra]
+          "--warmup_steps=10", *model, *extra]
 
 
 def _losses(text):
@@ -60,10 +65,14 @@ def _losses(text):
 
 
 def loss_run(work):
-  """150 steps: the model folder and the result."""
+  """150 steps of the model of a config file: the model folder and the
+  result."""
   model_dir = work / "model"
-  return model_dir, run(_cmd(early_result(pretrain_records), model_dir, 150,
-                             ["--iterations=25"]), 600)
+  CONFIG.to_json(str(work / "config.json"))
+  return model_dir, run(_cmd(
+      early_result(pretrain_records), model_dir, 150,
+      ["--iterations=25", f"--model_config_path={work}/config.json"],
+      model=RUN_FLAGS), 600)
 
 
 @pytest.mark.early("loss_run")
@@ -77,6 +86,7 @@ def test_loss_falls_and_export_loads_into_classifier():
   assert np.log(32000) - 1 > losses[0][1] - 5  # started near uniform
   export = model_dir / "original"
   config = xt.XLNetConfig.from_json(str(export / "xlnet_config.json"))
+  assert config == CONFIG  # the --model_config_path file's
   clf = xt.XLNetClassifier(xt.XLNetModel(config), n_class=2, task_name="sst-2")
   report = xt.load_original_checkpoint(clf, str(export))
   assert report.missing == ["model/classification_sst-2/logit/bias",
@@ -155,6 +165,47 @@ def test_bad_flags_are_one_line_errors():
   assert re.match(r"run_pretrain: .*record_info-train-0-0.*built with "
                   r"seq_len=32, this run asks seq_len=64", res_text), res_text
   assert "Traceback" not in res.stderr
+
+
+def model_size_runs(work):
+  """run_pretrain with a named config, against a model_dir that holds a
+  run of CONFIG: what each run said."""
+  model_dir = work / "m"
+  os.makedirs(model_dir)
+  CONFIG.to_json(str(model_dir / "xlnet_config.json"))
+  cmd = _cmd(early_result(pretrain_records), model_dir, 10, model=())
+  return {"model_dir": model_dir, "runs": [run(cmd + extra, 300) for extra in (
+      ["--model_config_path=base", "--n_layer=6"],
+      ["--model_config_path=base"],
+      [])]}
+
+
+@pytest.mark.early("model_size_runs")
+@pytest.mark.usefixtures("records")
+def test_model_size_by_name_and_the_tiny_default_said():
+  """`base` is XLNet-Base (checked against a recorded run before any
+  work); a model flag must agree with it; the original's tiny defaults are
+  named in the run's first log line."""
+  out = early_result(model_size_runs)
+  model_dir, (disagree, base, tiny) = out["model_dir"], out["runs"]
+  assert refused(disagree) == (
+      "run_pretrain: --n_layer=6 disagrees with base: n_layer 12")
+  assert refused(base) == (
+      f"run_pretrain: base: n_layer=12 but model_dir {model_dir} holds a run "
+      "with n_layer=2 (use another --model_dir, or the same flags to resume)")
+  # The run's own log lines (not TensorFlow's C++ ones, timestamped first).
+  lines = [line for line in tiny.stderr.strip().splitlines()
+           if not re.match(r"\d{4}-\d\d-\d\d ", line)]
+  assert re.search(
+      r"training the original's tiny default model \(d_head 8, d_inner 32, "
+      r"d_model 32, ff_activation relu, n_head 4, n_layer 6, n_token 32000, "
+      r"untie_r False\); pass --model_config_path=base or large, or a config "
+      r"file, for a real size$", lines[0]), lines[0]
+  assert refused(tiny) == (
+      f"run_pretrain: --n_layer=6 but model_dir {model_dir} holds a run "
+      "with n_layer=2 (use another --model_dir, or the same flags to "
+      "resume)")
+  assert os.listdir(model_dir) == ["xlnet_config.json"]
 
 
 def mirrored_run(work):

@@ -11,6 +11,7 @@ from absl import flags
 from data_utils.errors import UsageError, run_main
 from data_utils.path_checks import check_store, tf_path
 import xlnet_tf
+from xlnet_tf import model_folder
 from xlnet_tf.precision import dtype_policy
 from xlnet_tf.tasks import SUMMARY_TYPES
 from xlnet_tf.training import TrainOptions, split_cpu
@@ -50,7 +51,7 @@ def define_finetune_flags(defaults: dict) -> None:
       train_batch_size=8, eval_batch_size=32, predict_batch_size=32,
       adam_epsilon=1e-8), **defaults)
   # Model.
-  flags.DEFINE_string("model_config_path", None, "xlnet_config.json.")
+  model_folder.define_model_flags()
   flags.DEFINE_float("dropout", 0.1, "Dropout.")
   flags.DEFINE_float("dropatt", 0.1, "Attention dropout.")
   flags.DEFINE_integer("clamp_len", -1, "Clamp relative distances.")
@@ -63,10 +64,7 @@ def define_finetune_flags(defaults: dict) -> None:
                     "Replace prediction and result files that exist but are "
                     "not this project's unchanged output (by default such a "
                     "file stops the run before any work).")
-  flags.DEFINE_string("init_checkpoint", None,
-                      "Original TF1 or xlnet-tf checkpoint to start from.")
   flags.DEFINE_string("output_dir", None, "Cached feature TFRecords.")
-  flags.DEFINE_string("spiece_model_file", None, "SentencePiece model.")
   flags.DEFINE_string("model_dir", None, "Fine-tuned checkpoints.")
   flags.DEFINE_string("data_dir", None, "Task data.")
   flags.DEFINE_string("export_dir", None,
@@ -125,7 +123,7 @@ def define_finetune_flags(defaults: dict) -> None:
 def finetune_options(f, options_cls, **extra):
   """`options_cls` (a FinetuneOptions subclass) from parsed flags `f`."""
   return options_cls(
-      config=xlnet_tf.XLNetConfig.from_json(f.model_config_path),
+      config=model_folder.read_config(f.model_config_path),
       run=xlnet_tf.RunOptions(
           dropout=f.dropout, dropatt=f.dropatt, init=f.init,
           init_std=f.init_std, init_range=f.init_range,
@@ -190,6 +188,7 @@ def run_finetune_main(name: str, f, make_options: Callable, run: Callable
       raise UsageError("nothing to do: pass --do_train, --do_eval and/or "
                        "--do_predict")
     check_path_flags(f)
+    model_folder.fill_flags(f)
     options = make_options()
     dtype_policy(options.run)  # refuses a precision that would crash here
     result = run(options)
@@ -203,5 +202,6 @@ def run_finetune_main(name: str, f, make_options: Callable, run: Callable
   return run_main(name, body)
 
 
-REQUIRED = ["model_config_path", "spiece_model_file", "data_dir",
-            "output_dir", "model_dir"]
+# The model's config and SentencePiece model are required too, from their
+# flags or the --init_checkpoint folder (`model_folder.fill_flags`).
+REQUIRED = ["data_dir", "output_dir", "model_dir"]

@@ -60,6 +60,7 @@ from xlnet_tf.convert_args import (CONFIG_NAME, DEFAULT_PREFIX,
 from xlnet_tf.io.hf_config import HF_CONFIG, config_from_hf
 from xlnet_tf.io.hf_files import HF_WEIGHTS
 from xlnet_tf.io.hf_names import MASK_EMB
+from xlnet_tf.model_folder import read_config
 from xlnet_tf.pretrained import (BASE, build_model, file_beside,
                                  save_hf_weights)
 from xlnet_tf.tasks.language_model.formats import LM_WEIGHT
@@ -141,12 +142,12 @@ def _detect_from_native(names: dict) -> dict:
 
 def _load_config(path: Optional[str], source: str, fmt: str):
   if path:
-    return XLNetConfig.from_json(path)
+    return read_config(path)
   base = source if paths.isdir(source) else paths.dirname(
       paths.absolute(source))
   candidate = paths.join(base, CONFIG_NAME)
   if paths.isfile(candidate):
-    return XLNetConfig.from_json(candidate)
+    return read_config(candidate)
   raise ConvertError(f"{source}: no {CONFIG_NAME} beside the {fmt} "
                      "checkpoint; pass --config")
 
@@ -228,7 +229,7 @@ def _source_model(args: ConvertArgs, fmt: str):
   if fmt == "hf":
     spec = config_from_hf(read_hf_config(args.source),
                           paths.join(args.source, HF_CONFIG))
-    config = XLNetConfig.from_json(args.config) if args.config else spec.config
+    config = read_config(args.config) if args.config else spec.config
     # Keep the HF run options so that an HF -> HF conversion keeps them.
     options = spec.options
     model = args.model or spec.model

@@ -62,8 +62,9 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
   flags.DEFINE_bool("untied_lm", False, "the LM head has its own weight "
                     "(native sources; detected otherwise)",
                     flag_values=flag_values)
-  flags.DEFINE_string("config", None, f"{CONFIG_NAME} (default: the one beside "
-                      "the source checkpoint, or the HF config.json)",
+  flags.DEFINE_string("config", None, f"{CONFIG_NAME}, an HF config.json, "
+                      "base or large (default: the one beside the source "
+                      "checkpoint, or the HF config.json)",
                       flag_values=flag_values)
   flags.DEFINE_bool("overwrite", False, "replace the target's files if they "
                     "exist", flag_values=flag_values)

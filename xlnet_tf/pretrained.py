@@ -11,19 +11,25 @@ class and HF architecture.
   save_hf_weights(tagger, "ner/", labels=["O", "B-LOC", "I-LOC"])
   report.spec.head["labels"]     # class names read from id2label, if any
   lm, report = load_language_model("pretrain/model_dir")  # any layout
+  loaded = load("xlnet_cased_L-12_H-768_A-12/")   # a model folder, once
+  loaded.model, loaded.tokenizer, loaded.config
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Optional, Sequence
 
 from data_utils import paths
+from data_utils.tokenization import SentencePieceTokenizer
 from xlnet_tf.checkpoint_files import CheckpointError
 from xlnet_tf.config import RunOptions, XLNetConfig
 from xlnet_tf.encoder import XLNetModel
 from xlnet_tf.io.hf import HFSaveReport, load_hf_weights, write_hf_weights
 from xlnet_tf.io.hf_config import HF_CONFIG, config_from_hf, config_to_hf
-from xlnet_tf.io.hf_files import read_hf_config
+from xlnet_tf.io.hf_files import is_hf_directory, read_hf_config
+from xlnet_tf.io.load import load_checkpoint
+from xlnet_tf.model_folder import resolve
 from xlnet_tf.tasks.language_model.loading import (  # noqa: F401 (API)
     file_beside, language_model_config, load_language_model)
 from xlnet_tf.tasks.registry import TASKS, spec_of, task_names, task_spec
@@ -132,3 +138,36 @@ def load_hf_model(directory: str, model: Optional[str] = None,
   obj = build_model(model or spec.model, spec.config, options or spec.options,
                     **{**spec.head, **head})
   return obj, load_hf_weights(obj, directory, strict=strict)
+
+
+@dataclasses.dataclass(frozen=True)
+class Loaded:
+  """What `load` gives: the model with its weights, the tokenizer of the
+  folder's spiece.model, the config, and the weights' load report."""
+  model: object
+  tokenizer: SentencePieceTokenizer
+  config: XLNetConfig
+  report: object
+
+
+def load(folder: str, model: Optional[str] = None,
+         options: Optional[RunOptions] = None, uncased: bool = False,
+         model_config_path: Optional[str] = None,
+         spiece_model_file: Optional[str] = None, **head) -> Loaded:
+  """A model folder (released, HuggingFace or an xlnet-tf model_dir; see
+  `xlnet_tf.model_folder`) to its model, tokenizer and config in one call.
+
+  `model`: a model kind (`model_kinds()`; default: an HF folder's own
+  architecture, else "base", the encoder); `options` and `head` as for
+  `build_model`; `uncased`: lower-case the text (the uncased models);
+  `model_config_path` and `spiece_model_file` stand in for files the
+  folder lacks, and must agree with those it has.
+  """
+  files = resolve(folder, model_config_path, spiece_model_file)
+  tokenizer = SentencePieceTokenizer(files.spiece_model_file, lower=uncased)
+  if is_hf_directory(folder):
+    obj, report = load_hf_model(folder, model, options, **head)
+    return Loaded(obj, tokenizer, files.config, report)
+  obj = build_model(model or BASE, files.config, options, **head)
+  return Loaded(obj, tokenizer, files.config, load_checkpoint(obj, folder))
+

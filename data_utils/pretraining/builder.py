@@ -12,7 +12,7 @@ any order, on any machine, any number of times, with the same bytes:
                              same bytes with the same settings)
   write_corpus_info(job)     `corpus_info.json`: the settings and the split
 
-The plain CLI runs them for one task (`build_task`); the Beam pipeline
+The plain CLI runs them for its tasks (`build_tasks`); the Beam pipeline
 (`beam_pipeline.py`) for every task and pass. Before any of them, the
 driver checks what the run will write (`check_job`: one build per save_dir,
 the output ledger; `save_dir.py`), and each unit records what it wrote.
@@ -348,30 +348,37 @@ def write_corpus_info(job: BuildJob) -> str:
   return path
 
 
-def build_task(job: BuildJob, task: int) -> List[dict]:
-  """The plain CLI's unit: one task's passes, in one process; returns the
-  record-infos of the passes it built (task 0 also writes
-  `corpus_info.json`)."""
-  if not 0 <= task < job.num_task:
-    raise DataError(f"task ({task}) must be in [0, num_task="
-                    f"{job.num_task})")
-  progress = Progress("input lines", unit="lines")
+def build_tasks(job: BuildJob, tasks: Sequence[int]) -> List[dict]:
+  """The plain CLI's work: the passes of `tasks`, one after another in this
+  process, with progress over all of them; returns the record-infos of the
+  passes it built. `corpus_info.json` is written last, by the run that
+  builds task 0 (every task, or the original's one task per process)."""
+  for task in tasks:
+    if not 0 <= task < job.num_task:
+      raise DataError(f"task ({task}) must be in [0, num_task="
+                      f"{job.num_task})")
+  lines = Progress("input lines", unit="lines")
+  passes = Progress("passes", total=len(tasks) * len(job.pass_ids),
+                    unit="passes")
 
   def count(name: str, n: int) -> None:
     if name == "lines":
-      progress.update(n)
+      lines.update(n)
 
   infos = []
   with save_dirs.made_dirs(job.save_dir), claimed(job):
-    check_job(job, [task], with_corpus_info=task == 0)
+    check_job(job, tasks, with_corpus_info=0 in tasks)
     prepare_cache_dir(job.tfrecord_dir)
     paths.makedirs(job.cache_dir)
-    inputs = [range_ids(job, r, count) for r in job.tasks[task]]
-    progress.finish()
-    for pass_id in job.pass_ids:
-      info, built = build_task_pass(job, task, pass_id, inputs)
-      if built:
-        infos.append(info)
-    if task == 0:
+    for task in tasks:
+      inputs = [range_ids(job, r, count) for r in job.tasks[task]]
+      for pass_id in job.pass_ids:
+        info, built = build_task_pass(job, task, pass_id, inputs)
+        if built:
+          infos.append(info)
+        passes.update()
+    lines.finish()
+    passes.finish()
+    if 0 in tasks:
       write_corpus_info(job)
   return infos

@@ -1,6 +1,7 @@
 """Builds pretraining TFRecords with precomputed permutations.
 
-One machine (one process per task; `--num_task/--task` as the original):
+One process, every task one after another (`--task=K` builds task K alone,
+the original's one process per task):
 
     python -m data_utils.pretraining.create_pretrain_data \
         --input_glob='corpus/*.txt' --sp_path=spiece.model --save_dir=proc \
@@ -54,7 +55,7 @@ from data_utils import beam_jobs, path_checks, paths
 from data_utils.errors import UsageError, check_positive, run_app, run_main
 from data_utils.pretraining import beam_pipeline
 from data_utils.pretraining.builder import (RECORD_FORMAT, build_pass,
-                                            build_task, format_name,
+                                            build_tasks, format_name,
                                             prepare_job, record_info_path)
 from data_utils.pretraining.examples import (PERM_SIZE_FLAG_DEFAULT,
                                              PretrainDataConfig,
@@ -70,13 +71,14 @@ __all__ = ["RECORD_FORMAT", "build_pass", "create_pretrain_data",
 def create_pretrain_data(input_paths: Sequence[str], cfg: PretrainDataConfig,
                          save_dir: str, sp_path: Optional[str],
                          from_raw_text: bool = True, split: str = "train",
-                         task: int = 0, num_task: int = 1,
+                         task: Optional[int] = 0, num_task: int = 1,
                          pass_ids: Sequence[int] = (0,), seed: int = 0,
                          max_batches: int = 0,
                          task_size_mb: Optional[float] = None,
                          overwrite: bool = False) -> List[dict]:
-  """Builds the passes of one task; returns the record-infos of the passes
-  it built (a pass already built is kept and not returned).
+  """Builds the passes of task `task` (None: of every task, one after
+  another); returns the record-infos of the passes it built (a pass
+  already built is kept and not returned).
 
   The tasks are `task_split.plan_tasks(input_paths, num_task,
   task_size_mb)`. Each pass shuffles the task's input ranges, redraws A/B
@@ -87,7 +89,7 @@ def create_pretrain_data(input_paths: Sequence[str], cfg: PretrainDataConfig,
   job = prepare_job(input_paths, cfg, save_dir, sp_path, from_raw_text,
                     split, num_task, task_size_mb, pass_ids, seed,
                     max_batches, overwrite)
-  return build_task(job, task)
+  return build_tasks(job, range(job.num_task) if task is None else [task])
 
 
 def build_from_flags(f) -> None:
@@ -108,11 +110,13 @@ def build_from_flags(f) -> None:
                      "(each pass is the whole corpus again)")
   check_positive(f.pass_id, "pass_id", minimum=0)
   check_positive(f.max_batches, "max_batches", minimum=0)
+  if f.task is not None:
+    check_positive(f.task, "task", minimum=0)
   if not (f.task_size_mb >= 0 and math.isfinite(f.task_size_mb)):
     raise UsageError(f"--task_size_mb={f.task_size_mb}: must be a positive, "
                      "finite number of MiB (or 0: one task per file, "
                      "--num_task)")
-  if f.runner and f.task:
+  if f.runner and f.task is not None:
     raise UsageError(f"--task={f.task}: with --runner every task is "
                      "built in one pipeline; leave --task out")
   options = beam_jobs.check_options(f.runner, f.pipeline_options)
@@ -135,7 +139,13 @@ def build_from_flags(f) -> None:
   if options is not None:
     beam_pipeline.run(job, options)
     return
-  for info in build_task(job, f.task):
+  if f.task is None:
+    logging.info("building every task in this process, one after another "
+                 "(--runner=DirectRunner with --pipeline_options spreads "
+                 "them over this machine's cores; --task=K builds task K "
+                 "alone)")
+  tasks = range(job.num_task) if f.task is None else [f.task]
+  for info in build_tasks(job, tasks):
     logging.info("wrote %s: %d batches, %d examples", info["filenames"][0],
                  info["num_batch"], info["num_example"])
 
@@ -146,7 +156,8 @@ def main(argv):
                   lambda: build_from_flags(flags.FLAGS))
 
 
-# name: (default, help); the flag's type is the default's (None: a string).
+# name: (default, help[, type]); the flag's type is the given one, else the
+# default's (None: a string).
 _FLAGS = {
     "bsz_per_host": (32, "Streams (batch size) per host."),
     "num_core_per_host": (1, "Replicas per host; with bi_data each "
@@ -171,7 +182,9 @@ _FLAGS = {
                    "least 1), each with its own permutations and spans."),
     "num_task": (1, "Tasks, each taking every num_task-th input file "
                  "(without --task_size_mb)."),
-    "task": (0, "The task this process builds (without --runner)."),
+    "task": (None, "Build only this task, the original's one task per "
+             "process (default: every task, one after another; with "
+             "--runner, every task in one pipeline).", int),
     "task_size_mb": (0.0, "Split the input into tasks of about this many "
                      "MiB, cut at document ends, grouping small files "
                      "(0: one task per file, --num_task)."),
@@ -188,12 +201,13 @@ _FLAGS = {
 
 def define_flags() -> None:
   """`python -m data_utils.pretraining.create_pretrain_data`'s flags."""
-  for name, (default, help_text) in _FLAGS.items():
-    if isinstance(default, bool):
+  for name, (default, help_text, *kind) in _FLAGS.items():
+    kind = kind[0] if kind else type(default)
+    if kind is bool:
       flags.DEFINE_bool(name, default, help_text)
-    elif isinstance(default, float):
+    elif kind is float:
       flags.DEFINE_float(name, default, help_text)
-    elif isinstance(default, int):
+    elif kind is int:
       flags.DEFINE_integer(name, default, help_text)
     else:
       flags.DEFINE_string(name, default, help_text)
@@ -202,6 +216,12 @@ def define_flags() -> None:
   flags.mark_flags_as_required(["input_glob", "sp_path", "save_dir"])
 
 
-if __name__ == "__main__":
+def main_cli() -> None:
+  """The command line: `python -m data_utils.pretraining.create_pretrain_data`,
+  or `xlnet-tf-pretrain-data` installed."""
   define_flags()
   run_app("create_pretrain_data", main)
+
+
+if __name__ == "__main__":
+  main_cli()

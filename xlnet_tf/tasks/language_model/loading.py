@@ -15,6 +15,7 @@ from xlnet_tf.encoder import XLNetModel
 from xlnet_tf.io.hf_config import HF_CONFIG, config_from_hf
 from xlnet_tf.io.hf_files import is_hf_directory, read_hf_config
 from xlnet_tf.io.load import load_checkpoint
+from xlnet_tf.model_folder import read_config
 from xlnet_tf.tasks.language_model.model import XLNetPretrainer
 
 
@@ -47,7 +48,7 @@ def language_model_config(path: str, model_config_path: Optional[str] = None
     spec = config_from_hf(read_hf_config(path), paths.join(path, HF_CONFIG))
     kept = {k: getattr(spec.options, k) for k in _KEPT_OPTIONS}
     if model_config_path:
-      return XLNetConfig.from_json(model_config_path), model_config_path, kept
+      return read_config(model_config_path), model_config_path, kept
     return spec.config, None, kept
   prefix = resolve_checkpoint(path)
   config_path = model_config_path or file_beside(prefix, "xlnet_config.json")
@@ -64,7 +65,7 @@ def language_model_config(path: str, model_config_path: Optional[str] = None
       RunOptions(**kept)
     except ConfigError as e:
       raise CheckpointError(f"{options_path}: {e}") from None
-  return XLNetConfig.from_json(config_path), config_path, kept
+  return read_config(config_path), config_path, kept
 
 
 def load_language_model(path: str, model_config_path: Optional[str] = None,

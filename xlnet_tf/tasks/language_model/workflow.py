@@ -21,6 +21,7 @@ from xlnet_tf.config import XLNetConfig
 from xlnet_tf.io import check_checkpoint
 from xlnet_tf.io.dims import check_config_fits
 from xlnet_tf.io.hf_files import is_hf_directory
+from xlnet_tf.model_folder import define_model_flags, fill_flags
 from xlnet_tf.tasks.language_model.loading import (language_model_config,
                                               load_language_model)
 from xlnet_tf.tasks.language_model.generation import (FLOAT_BYTES, MAX_POSITIONS, Limit,
@@ -38,14 +39,7 @@ class LMFiles:
 
 def define_lm_flags(batch_size: int = 8) -> None:
   """The model, tokenizer, input and output flags every LM script takes."""
-  flags.DEFINE_string(
-      "init_checkpoint", None,
-      "The model: a run_pretrain.py model_dir (or its original/ folder), a "
-      "released XLNet checkpoint, or a HuggingFace directory.")
-  flags.DEFINE_string("model_config_path", None,
-                      "xlnet_config.json (default: the one beside the "
-                      "checkpoint, or HF's config.json).")
-  flags.DEFINE_string("spiece_model_file", None, "SentencePiece model.")
+  define_model_flags()
   flags.DEFINE_bool("uncased", False, "Lower-case the text.")
   flags.DEFINE_integer("clamp_len", None, "Clamp relative distances "
                        "(default: the checkpoint's run options, else off).")
@@ -61,13 +55,12 @@ def define_lm_flags(batch_size: int = 8) -> None:
                     "Replace output files that already exist.")
 
 
-def check_lm_flags(f, required=("init_checkpoint", "spiece_model_file")
-                   ) -> None:
+def check_lm_flags(f) -> None:
   """One-line UsageErrors for missing or unusable common flags (before any
-  model is loaded)."""
-  for name in required:
-    if not getattr(f, name):
-      raise UsageError(f"--{name} is required")
+  model is loaded); the --init_checkpoint folder fills in the SentencePiece
+  model and config it holds (`model_folder.fill_flags`)."""
+  if not f.init_checkpoint:
+    raise UsageError("--init_checkpoint is required")
   check_positive(f.batch_size, "batch_size")
   for name in ("spiece_model_file", "model_config_path", "input_file",
                "init_checkpoint"):
@@ -75,9 +68,6 @@ def check_lm_flags(f, required=("init_checkpoint", "spiece_model_file")
       check_store(getattr(f, name), name)
   if f.spiece_model_file and not paths.isfile(f.spiece_model_file):
     raise UsageError(f"--spiece_model_file={f.spiece_model_file}: no such "
-                     "file")
-  if f.model_config_path and not paths.isfile(f.model_config_path):
-    raise UsageError(f"--model_config_path={f.model_config_path}: no such "
                      "file")
   if f.input_file is not None and not paths.isfile(f.input_file):
     raise UsageError(f"--input_file={f.input_file}: no such file")
@@ -88,6 +78,7 @@ def check_lm_flags(f, required=("init_checkpoint", "spiece_model_file")
     if not is_hf_directory(f.init_checkpoint):
       tf_path(f.init_checkpoint, "init_checkpoint")
     check_checkpoint(f.init_checkpoint, "init_checkpoint")
+  fill_flags(f, need_config=False)
 
 
 def define_row_flags(max_seq_help: str) -> None:
