@@ -1,5 +1,6 @@
 """Tiny model folders on disk, as a user downloads them, and a user's CSV
-task: the same random weights in the released layout (xlnet_config.json,
+task: the same random pretrained model (encoder and LM head) in the
+released layout (xlnet_config.json,
 spiece.model, xlnet_model.ckpt.*) and HuggingFace's (config.json,
 model.safetensors, spiece.model), with the released 32,000-piece
 SentencePiece model; one layer of width 16."""
@@ -20,16 +21,17 @@ LABELS = ("neg", "pos")
 
 
 def write_folders(released, hf, spiece_model):
-  """Writes both folders (paths `released`, `hf`) of one random encoder."""
-  encoder = xt.XLNetModel(CONFIG, xt.RunOptions(dropout=0.0, dropatt=0.0))
-  encoder(np.zeros([1, 4], np.int32))
+  """Writes both folders (paths `released`, `hf`) of one random pretrained
+  model, its encoder and LM head, as the releases hold them."""
+  lm = xt.XLNetPretrainer(xt.XLNetModel(
+      CONFIG, xt.RunOptions(dropout=0.0, dropatt=0.0)))
+  lm.encoder(np.zeros([1, 4], np.int32))
   rng = np.random.RandomState(0)
-  for var in encoder.weights:
-    var.assign(rng.normal(0, 0.3, var.shape).astype(np.float32))
-  xt.save_original_checkpoint(encoder, os.path.join(released,
-                                                    "xlnet_model.ckpt"))
+  for _, var in sorted(lm.original_weights().items()):
+    var.assign(rng.normal(0, 0.3, var.shape.as_list()).astype(np.float32))
+  xt.save_original_checkpoint(lm, os.path.join(released, "xlnet_model.ckpt"))
   CONFIG.to_json(os.path.join(released, "xlnet_config.json"))
-  pretrained.save_hf_weights(encoder, str(hf))
+  pretrained.save_hf_weights(lm, str(hf))
   for folder in (released, hf):
     shutil.copy(spiece_model, os.path.join(folder, "spiece.model"))
 

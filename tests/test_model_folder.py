@@ -120,12 +120,14 @@ def test_load_gives_the_same_model_from_either_folder(both):
   ids = np.array([[17, 45, 3012, 9, 4, 3]], np.int32)
   outputs = []
   for folder in both:
-    loaded = pretrained.load(folder)
+    loaded = pretrained.load(folder, "base")
     assert loaded.config == CONFIG
     assert loaded.tokenizer.vocab_size == 32000
     assert isinstance(loaded.model, xt.XLNetModel)
     outputs.append(loaded.model(ids)["sequence_output"].numpy())
   np.testing.assert_allclose(outputs[0], outputs[1], atol=1e-6)
+  # Without a model kind: an HF folder's own architecture (the LM here).
+  assert isinstance(pretrained.load(both[1]).model, xt.XLNetPretrainer)
   classifier = pretrained.load(both[0], "classification", n_class=3)
   assert classifier.model.n_class == 3
   assert classifier.report.missing  # a fresh head: its weights are missing

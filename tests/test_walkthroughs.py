@@ -30,7 +30,7 @@ from xlnet_tf import pretrained
 
 # What the download lines fetch (the fixture puts it there) and what the
 # pages show without running (a server): never run here.
-NOT_RUN = ("wget", "unzip", "huggingface-cli", "docker", "curl")
+NOT_RUN = ("wget", "unzip", "tar", "huggingface-cli", "docker", "curl")
 # The flags that make each job tiny, after the page's own.
 TINY = {
     "data_utils.pretraining.create_pretrain_data": [
@@ -46,9 +46,25 @@ TINY = {
         "--warmup_steps=0", "--iterations=2", "--eval_batch_size=8",
         "--predict_batch_size=8"],
     "run_batch_predict.py": [],
+    "run_ner.py": [
+        "--max_seq_length=32", "--doc_stride=12", "--train_batch_size=4",
+        "--train_steps=4", "--iterations=2", "--eval_batch_size=8",
+        "--predict_batch_size=8"],
+    "run_squad.py": [
+        "--max_seq_length=64", "--doc_stride=32", "--max_query_length=16",
+        "--train_batch_size=4", "--train_steps=4", "--iterations=2",
+        "--predict_batch_size=8", "--num_proc=1"],
+    "run_race.py": [
+        "--max_seq_length=64", "--max_qa_length=16", "--train_batch_size=2",
+        "--train_steps=4", "--iterations=2", "--eval_batch_size=4"],
+    "run_embed.py": ["--max_seq_length=32"],
+    "run_score.py": ["--max_seq_length=32"],
+    "run_generate.py": ["--max_new_tokens=4"],
+    "run_infill.py": [],
 }
 PAGES = ("docs/pretraining.md", "docs/classification.md",
-         "docs/batch_prediction.md")
+         "docs/batch_prediction.md", "docs/ner.md", "docs/squad.md",
+         "docs/race.md", "docs/language_model.md")
 TEXTS = {"a.txt": ["A gripping, well-acted film.", "Two hours lost.",
                    "good, said the review"],
          "b.txt": ["poor, said the review", "great fun"]}
@@ -93,6 +109,42 @@ def _run_page(doc, work):
   return done
 
 
+def _sentences(source, dest, start, n):
+  """CoNLL sentences [start, start + n) of `source` into `dest`."""
+  with open(source, encoding="utf-8") as f:
+    sentences = [s for s in f.read().split("\n\n") if s.strip()]
+  with open(dest, "w", encoding="utf-8") as f:
+    f.write("\n\n".join(sentences[start:start + n]) + "\n\n")
+
+
+def _task_data(shared, work):
+  """What the NER, SQuAD, RACE and language-model pages read, small: slices
+  of the shared CoNLL-2003, SQuAD 1.1 dev and RACE dev, and texts."""
+  data = os.path.join(shared, "data")
+  os.makedirs(work / "conll2003")
+  for name, start, n in (("eng.train", 0, 40), ("eng.testa", 0, 12),
+                         ("eng.testb", 12, 10)):
+    source = "eng.train" if name == "eng.train" else "eng.testa"
+    _sentences(os.path.join(data, "conll2003", source),
+               work / "conll2003" / name, start, n)
+  with open(os.path.join(data, "squad", "dev-v1.1.json"),
+            encoding="utf-8") as f:
+    squad = json.load(f)
+  for name, article in (("train-v1.1.json", 0), ("dev-v1.1.json", 1)):
+    part = dict(squad["data"][article], paragraphs=squad["data"][article][
+        "paragraphs"][:1])
+    with open(work / name, "w", encoding="utf-8") as f:
+      json.dump({"version": "1.1", "data": [part]}, f)
+  race = os.path.join(data, "race", "RACE", "dev")
+  for split, pick in (("train", slice(0, 2)), ("dev", slice(2, 4))):
+    for level in ("middle", "high"):
+      os.makedirs(work / "RACE" / split / level)
+      for name in sorted(os.listdir(os.path.join(race, level)))[pick]:
+        shutil.copy(os.path.join(race, level, name),
+                    work / "RACE" / split / level / name)
+  (work / "texts.txt").write_text("The film is good.\nA dog ran home.\n")
+
+
 def journey(work):
   """The pages in order in one folder, as a user would run them."""
   shared = shared_dir()
@@ -109,6 +161,7 @@ def journey(work):
   os.makedirs(work / "reviews")
   for name, lines in TEXTS.items():
     (work / "reviews" / name).write_text("\n".join(lines) + "\n")
+  _task_data(shared, work)
   ran = {doc: _run_page(doc, work) for doc in PAGES}
   readme = work / "readme"   # the README's own, in a folder of its own
   os.makedirs(readme)
@@ -140,7 +193,9 @@ def test_the_downloads_are_the_only_lines_not_run(done):
           for doc, r in ran.items()} == {
               "docs/pretraining.md": [],
               "docs/classification.md": ["huggingface-cli", "unzip", "wget"],
-              "docs/batch_prediction.md": [],
+              "docs/batch_prediction.md": [], "docs/ner.md": [],
+              "docs/squad.md": ["wget"], "docs/race.md": ["tar"],
+              "docs/language_model.md": [],
               "README.md": ["unzip", "wget"]}
 
 
@@ -219,3 +274,51 @@ def test_batch_prediction_rows_agree_with_the_export(done, root):
   answer = serve(text=tf.constant(texts))
   labels = [label.decode() for label in answer["label"].numpy()]
   assert [r["label"] for r in rows] == labels
+
+
+def _jsonl(path):
+  with open(path, encoding="utf-8") as f:
+    return [json.loads(line) for line in f]
+
+
+def test_ner_squad_and_race_pages(done):
+  """Each page's run: its metric file and its predictions, a tag per input
+  word and an answer per question."""
+  work, _, _ = done
+  ner = work / "ner" / "model"
+  assert _json(ner / "eval_results_dev.json")["best"]["step"] == 4
+  predicted = (ner / "predictions" / "eng.testb.predictions.conll"
+               ).read_text(encoding="utf-8")
+  given = (work / "conll2003" / "eng.testb").read_text(encoding="utf-8")
+  def words(text):
+    return [line.split()[0] for line in text.splitlines()
+            if line and not line.startswith("-DOCSTART-")]
+  assert words(predicted) == words(given)
+  with open(work / "dev-v1.1.json", encoding="utf-8") as f:
+    questions = {q["id"] for p in json.load(f)["data"][0]["paragraphs"]
+                 for q in p["qas"]}
+  answers = _json(work / "squad" / "model" / "predictions" /
+                  "dev-v1.1.json.predictions.json")
+  assert set(answers) == questions
+  assert {"exact_match", "f1"} <= set(_json(
+      work / "squad" / "model" / "predictions" / "dev-v1.1.json.results.json"))
+  race = _json(work / "race" / "model" / "eval_results_dev.json")
+  assert race["best"]["step"] == 4
+
+
+def test_language_model_page(done):
+  """A vector and a score per text, a continuation, a filled text."""
+  work, _, _ = done
+  lm = work / "lm"
+  assert [r["text"] for r in _jsonl(lm / "embeddings.jsonl")] == [
+      "The film is good.", "A dog ran home."]
+  # [texts, layers (the last), d_model]
+  assert np.load(lm / "embeddings.masked_mean.npy").shape == (
+      2, 1, CONFIG.d_model)
+  scores = _jsonl(lm / "scores.jsonl")
+  assert len(scores) == 2 and all(
+      abs(r["sum"] - sum(r["log_probs"])) < 1e-3 for r in scores)
+  assert [r["prompt"] for r in _jsonl(lm / "generated.jsonl")] == [
+      "The film is"]
+  filled = _jsonl(lm / "filled.jsonl")
+  assert len(filled) == 1 and "<mask>" not in filled[0]["filled"]
