@@ -191,12 +191,14 @@ E2E_MODULES = frozenset({
     "test_race", "test_run_classifier", "test_run_classifier_segments",
     "test_run_ner", "test_run_preflight", "test_run_pretrain",
     "test_run_reliability", "test_saved_model_cli", "test_squad",
-    "test_task_imports", "test_text_inputs_scripts", "test_train_resume"})
+    "test_task_imports", "test_text_inputs_scripts", "test_train_resume",
+    "test_walkthroughs", "test_model_folder", "test_wheel"})
 
 # The modules that take longest (measured: `make test`'s slowest tests).
 _FIRST = {name: rank for rank, name in enumerate((
-    "test_batch_predict", "test_demo", "test_buckets_training",
-    "test_buckets_batch", "test_buckets_scripts", "test_distributed",
+    "test_batch_predict", "test_walkthroughs", "test_demo",
+    "test_buckets_training", "test_buckets_batch", "test_buckets_scripts",
+    "test_distributed",
     "test_run_ner", "test_run_classifier", "test_run_pretrain",
     "test_buckets_records", "test_memory_precision"))}
 

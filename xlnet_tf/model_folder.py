@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from typing import Optional, Tuple
+from typing import Optional
 
 from absl import flags
 
@@ -209,8 +209,3 @@ def fill_flags(f, need_config: bool = True, need_spiece: bool = True
   f.spiece_model_file = files.spiece_model_file
   return files
 
-
-def config_and_spiece(folder: str) -> Tuple[XLNetConfig, str]:
-  """The config and SentencePiece file of a model folder, both required."""
-  files = resolve(folder, None, None)
-  return files.config, files.spiece_model_file
