@@ -34,7 +34,7 @@ from xlnet_tf.io.hf_files import is_hf_directory
 ORIGINAL_CONFIG = "xlnet_config.json"
 SPIECE_MODEL = "spiece.model"
 
-# The released models' xlnet_config.json (cased and uncased alike).
+# The released models' xlnet_config.json (XLNet-Base and -Large, cased).
 NAMED_CONFIGS = {
     "base": XLNetConfig(n_layer=12, d_model=768, n_head=12, d_head=64,
                         d_inner=3072, n_token=32000, ff_activation="gelu",
