@@ -1,9 +1,9 @@
 """A model folder given once (xlnet_tf/model_folder.py, pretrained.load):
 a released folder and a HuggingFace folder of the same tiny weights give
 the same model, config and tokenizer; a flag given as well must agree with
-the folder; a folder lacking a file is one line; configs by name. One
-fine-tuning run from each folder layout, on a user's CSV, with
---init_checkpoint alone."""
+the folder (a script's run refuses before any write); a folder lacking a
+file is one line; configs by name. The fine-tuning runs from each layout
+given once are the classification walkthrough's (test_walkthroughs.py)."""
 
 import json
 import os
@@ -133,64 +133,35 @@ def test_load_gives_the_same_model_from_either_folder(both):
   assert classifier.report.missing  # a fresh head: its weights are missing
 
 
-# A user's own CSV, and one fine-tuning run per folder layout ----------------
+# A script given a flag the folder contradicts -----------------------------
 
 def _classifier(folder, work, extra=()):
   return [sys.executable, "run_classifier.py", f"--init_checkpoint={folder}",
           "--task_name=generic", "--label_list=neg,pos", "--delimiter=comma",
           "--has_header", f"--data_dir={work}/task",
-          f"--output_dir={work}/data", f"--model_dir={work}/model",
-          "--max_seq_length=16", "--train_batch_size=4", "--train_steps=2",
-          "--iterations=1", "--eval_batch_size=6", "--predict_batch_size=5",
-          *extra]
+          f"--output_dir={work}/data", f"--model_dir={work}/model", *extra]
 
 
-def finetuned(work):
-  """A run of each layout (train, eval, predict), and refusals."""
-  released, hf = early_result(folders)
-  out = {}
-  for name, folder in (("released", released), ("hf", hf)):
-    write_csv_task(work / name / "task")
-    out[name] = run(_classifier(folder, work / name, [
-        "--do_train", "--do_eval", "--do_predict"]))
-  refusals = work / "refusals"
-  write_csv_task(refusals / "task")
-  out["before"] = tree_digest(refusals)
-  out["refusals"] = [run(_classifier(hf, refusals, ["--do_train", *flags]))
-                     for flags in (["--model_config_path=large"],
-                                   [f"--spiece_model_file={hf}/config.json"])]
-  out["after"] = tree_digest(refusals)
-  out["work"] = work
+def refusals(work):
+  """Runs that give a flag the folder contradicts: their results, and the
+  folder's digest before and after. (A fine-tuning run from each layout,
+  given once, is the classification walkthrough's: test_walkthroughs.)"""
+  _, hf = early_result(folders)
+  write_csv_task(work / "task")
+  out = {"before": tree_digest(work)}
+  out["runs"] = [run(_classifier(hf, work, ["--do_train", *flags]))
+                 for flags in (["--model_config_path=large"],
+                               [f"--spiece_model_file={hf}/config.json"])]
+  out["after"] = tree_digest(work)
   return out
 
 
-@pytest.mark.early("finetuned")
-@pytest.mark.usefixtures("both")
-@pytest.mark.parametrize("layout", ["released", "hf"])
-def test_finetune_from_a_folder_given_once(layout):
-  """Trained, evaluated on dev.csv and predicted on test.csv with the
-  folder's config and SentencePiece model."""
-  runs = early_result(finetuned)
-  res = runs[layout]
-  assert res.returncode == 0, res.stderr[-3000:]
-  model = runs["work"] / layout / "model"
-  with open(model / "eval_results_dev.json") as f:
-    results = json.load(f)
-  assert [(r["step"], r["num_examples"]) for r in results["results"]] == [
-      (2, 6)]
-  with open(model / "predictions" / "generic.tsv") as f:
-    rows = f.read().splitlines()
-  assert rows[0] == "index\tprediction" and len(rows) == 6
-  assert [r.split("\t")[0] for r in rows[1:]] == [f"test-{i}" for i in range(1, 6)]
-  assert {r.split("\t")[1] for r in rows[1:]} <= {"neg", "pos"}
-
-
-@pytest.mark.early("finetuned")
+@pytest.mark.early("refusals")
 @pytest.mark.usefixtures("both")
 def test_conflicting_flags_stop_before_any_write():
-  runs = early_result(finetuned)
+  runs = early_result(refusals)
   hf = early_result(folders)[1]
-  assert [refused(r) for r in runs["refusals"]] == [
+  assert [refused(r) for r in runs["runs"]] == [
       f"run_classifier: --model_config_path=large disagrees with "
       f"{hf}/config.json: d_head 64 vs 8, d_inner 4096 vs 32, d_model 1024 "
       "vs 16, n_head 16 vs 2, n_layer 24 vs 1",
