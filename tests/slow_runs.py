@@ -5,6 +5,7 @@ kills itself right after a checkpoint (`killed_after_save`); early runs
 (`early_result`, queued by conftest's fixtures)."""
 
 import concurrent.futures
+import contextlib
 import io
 import json
 import locale
@@ -51,18 +52,25 @@ def run(cmd, timeout=900, env=None, cwd=ROOT):
     return _run_forked(cmd, timeout, env, cwd)
   with subprocess.Popen(cmd, cwd=cwd, env={**_ENV, **(env or {})}, text=True,
                         stdout=subprocess.PIPE,
-                        stderr=subprocess.PIPE) as proc:
-    with _LOCK:
-      _PROCS.add(proc)
-    try:
-      out, err = proc.communicate(timeout=timeout)
-    except BaseException:
-      proc.kill()
-      raise
-    finally:
-      with _LOCK:
-        _PROCS.discard(proc)
+                        stderr=subprocess.PIPE) as proc, _tracked(proc):
+    out, err = proc.communicate(timeout=timeout)
   return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+@contextlib.contextmanager
+def _tracked(proc):
+  """`proc` (anything with kill()) is killed by `end_runs`, and by an error
+  (a timeout included) inside the block."""
+  with _LOCK:
+    _PROCS.add(proc)
+  try:
+    yield
+  except BaseException:
+    proc.kill()
+    raise
+  finally:
+    with _LOCK:
+      _PROCS.discard(proc)
 
 
 # Python runs forked from a server that has imported TensorFlow ----------------
@@ -124,20 +132,12 @@ def _run_forked(cmd, timeout, env, cwd):
     conn.sendall(request)
     reader = conn.makefile("r", encoding="ascii")
     proc = _Forked(int(reader.readline().split()[1]))
-    with _LOCK:
-      _PROCS.add(proc)
-    try:
+    with _tracked(proc):
       conn.settimeout(timeout)
-      line = reader.readline()
-    except socket.timeout:
-      proc.kill()
-      raise subprocess.TimeoutExpired(cmd, timeout) from None
-    except BaseException:
-      proc.kill()
-      raise
-    finally:
-      with _LOCK:
-        _PROCS.discard(proc)
+      try:
+        line = reader.readline()
+      except socket.timeout:
+        raise subprocess.TimeoutExpired(cmd, timeout) from None
     if not line.startswith("exit "):
       raise RuntimeError(f"the fork server lost run {proc.pid}: {line!r}")
     texts = []
