@@ -1,5 +1,6 @@
-"""run_pretrain.py end to end on real records: falling loss, interruption and
-exact resumption, the original-layout export loading into a classifier.
+"""run_pretrain.py end to end on real records: falling loss, a run with
+memory on two replicas killed and resumed exactly, the original-layout
+export loading into a classifier.
 
 The runs are early runs (see conftest): the records first, then each run
 the tests check."""
@@ -8,9 +9,7 @@ import glob
 import os
 import re
 import signal
-import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -20,8 +19,9 @@ import xlnet_tf as xt
 from data_utils.pretraining import examples as pd
 from data_utils.pretraining.create_pretrain_data import create_pretrain_data
 from data_utils.pretraining.reader import pretrain_dataset
-from conftest import (ROOT, corpus_slice, early_result, refused, run,
-                      shared_dir, spiece_path)
+from conftest import (corpus_slice, early_result, event_scalars,
+                      killed_after_save, refused, run, shared_dir,
+                      spiece_path)
 
 CFG = pd.PretrainDataConfig(seq_len=32, reuse_len=16, bsz_per_host=4,
                             num_core_per_host=1, bi_data=True, num_predict=6,
@@ -102,44 +102,6 @@ def test_loss_falls_and_export_loads_into_classifier():
                                 native.encoder.word_embedding.numpy())
 
 
-def killed_run(work):
-  """A run of 100 steps killed once a checkpoint is saved, then the same
-  command again: the model folder, the killed run's last checkpoint and
-  the second run's result."""
-  model_dir = work / "model"
-  cmd = _cmd(early_result(pretrain_records), model_dir, 100,
-             ["--iterations=10", "--save_steps=20"])
-  proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL,
-                          stderr=subprocess.PIPE, text=True)
-  deadline = time.time() + 300
-  # Until the state file names a checkpoint: a kill between writing
-  # ckpt-20.index and the state file leaves nothing to resume from.
-  while not tf.train.latest_checkpoint(str(model_dir)):
-    assert proc.poll() is None, proc.stderr.read()[-2000:]
-    assert time.time() < deadline
-    time.sleep(0.2)
-  proc.send_signal(signal.SIGKILL)
-  proc.wait()
-  saved = int(re.search(r"ckpt-(\d+)$", tf.train.latest_checkpoint(
-      str(model_dir))).group(1))
-  return model_dir, saved, run(cmd, 600)
-
-
-@pytest.mark.early("killed_run")
-@pytest.mark.usefixtures("records")
-def test_killed_run_resumes_at_saved_step():
-  model_dir, saved, res = early_result(killed_run)
-  assert saved < 100  # it really was interrupted
-  assert res.returncode == 0, res.stderr[-2000:]
-  assert f"resumed from {model_dir}/ckpt-{saved} at step {saved}" in res.stderr
-  steps = [s for s, _ in _losses(res.stderr)]
-  assert steps[0] == saved + 10 and steps[-1] == 100
-  reader = tf.train.load_checkpoint(str(model_dir / "ckpt-100"))
-  names = reader.get_variable_to_shape_map()
-  iterations = [n for n in names if n.startswith("optimizer/iter")]
-  assert reader.get_tensor(iterations[0]) == 100
-
-
 def test_skip_resumes_the_exact_input_position(records):
   files = sorted(glob.glob(os.path.join(records, "*.tfrecords")))
   full = pretrain_dataset(files, CFG, 4, seed=3)
@@ -208,27 +170,85 @@ def test_model_size_by_name_and_the_tiny_default_said():
   assert os.listdir(model_dir) == ["xlnet_config.json"]
 
 
-def mirrored_run(work):
-  """Records of the same corpus built for two cores per host, and 20 steps
-  of two replicas of batch 2 over them."""
+def mirrored_records(work):
+  """Records of the same corpus built for two cores per host."""
   records = early_result(pretrain_records)
   cfg2 = pd.PretrainDataConfig(**dict(CFG.to_dict(), num_core_per_host=2))
   corpus = os.path.join(os.path.dirname(os.path.dirname(records)),
                         "corpus.txt")
   create_pretrain_data([corpus], cfg2, str(work / "data"),
                        spiece_path(shared_dir()), seed=1)
-  return run(_cmd(
-      str(work / "data" / "tfrecords"), work / "m", 20,
-      ["--iterations=10", "--strategy=mirrored", "--num_cpu_devices=2"]), 600)
+  return str(work / "data" / "tfrecords")
 
 
-@pytest.mark.early("mirrored_run")
+# run_pretrain.py, SIGKILLed by itself right after saving a checkpoint.
+_KILLED_AFTER_SAVE = killed_after_save()
+
+
+def _mirrored(model_dir, kill_at=0):
+  """20 steps of two replicas of batch 2 (memory, bi_data, dropout),
+  a checkpoint every 10, killed right after the one of step `kill_at`."""
+  cmd = _cmd(early_result(mirrored_records), model_dir, 20, [
+      "--iterations=5", "--save_steps=10", "--strategy=mirrored",
+      "--num_cpu_devices=2", "--dropout=0.1", "--dropatt=0.1"])
+  return run([sys.executable, "-c", _KILLED_AFTER_SAVE, cmd[1], str(kill_at),
+              *cmd[2:]], 600)
+
+
+def mirrored_run(work):
+  """The uninterrupted run."""
+  return work / "m", _mirrored(work / "m")
+
+
+def killed_mirrored_run(work):
+  """The same run killed right after its checkpoint of step 10, then the
+  same command again."""
+  return work / "m", [_mirrored(work / "m", kill_at=10),
+                      _mirrored(work / "m")]
+
+
+def _final_weights(model_dir):
+  """Every variable of the last checkpoint, the memory included (not its
+  object graph, which names optimizer slots by where they were made)."""
+  reader = tf.train.load_checkpoint(str(model_dir / "ckpt-20"))
+  return {name: reader.get_tensor(name)
+          for name in reader.get_variable_to_shape_map()
+          if name != "_CHECKPOINTABLE_OBJECT_GRAPH"}
+
+
+@pytest.mark.early("mirrored_records", "mirrored_run")
 @pytest.mark.usefixtures("records")
 def test_mirrored_over_two_logical_cpus():
   """Each replica gets its own forward/backward halves: records built for
   two cores per host, two replicas of batch 2."""
-  res = early_result(mirrored_run)
+  _, res = early_result(mirrored_run)
   assert res.returncode == 0, res.stderr[-2000:]
-  assert [s for s, _ in _losses(res.stderr)] == [10, 20]
+  assert [s for s, _ in _losses(res.stderr)] == [5, 10, 15, 20]
   assert re.search(r"Using MirroredStrategy with devices \(.*device:CPU:0.*"
                    r"device:CPU:1", res.stderr)
+
+
+@pytest.mark.early("mirrored_records", "mirrored_run", "killed_mirrored_run")
+@pytest.mark.usefixtures("records")
+def test_killed_run_with_memory_resumes_exactly():
+  """Killed after a checkpoint and run again: every step's loss and every
+  final weight equal the uninterrupted run's, bit for bit. The memory
+  (per replica, both bi_data streams) is in the checkpoint."""
+  whole_dir, whole = early_result(mirrored_run)
+  model_dir, (killed, resumed) = early_result(killed_mirrored_run)
+  assert whole.returncode == 0, whole.stderr[-2000:]
+  assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+  assert resumed.returncode == 0, resumed.stderr[-2000:]
+  assert f"resumed from {model_dir}/ckpt-10 at step 10" in resumed.stderr
+  assert [s for s, _ in _losses(resumed.stderr)] == [15, 20]
+  expected = event_scalars(whole_dir / "train")["loss"]
+  assert sorted(expected) == [5, 10, 15, 20]
+  assert event_scalars(model_dir / "train")["loss"] == expected
+  want, got = _final_weights(whole_dir), _final_weights(model_dir)
+  assert sorted(got) == sorted(want)
+  memory = [n for n in want if n.startswith("carried_state/")]
+  assert len(memory) == 2  # one per layer, [replicas, batch, mem_len, d]
+  assert want[memory[0]].shape == (2, 2, 16, 32)
+  assert np.abs(want[memory[0]]).max() > 0
+  for name, value in want.items():
+    np.testing.assert_array_equal(got[name], value, err_msg=name)

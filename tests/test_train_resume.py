@@ -1,6 +1,7 @@
 """A fine-tuning run killed with SIGKILL and resumed is the uninterrupted
 run: the same loss at every step and the same final weights, dropout and
-data order included (issue 28)."""
+data order included (issue 28); the state a task carries from step to step
+resumes too (issue 53; pretraining's memory: test_run_pretrain)."""
 
 import os
 import re
@@ -10,8 +11,10 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
+import tf_keras as keras
 
 import xlnet_tf as xt
+from xlnet_tf.training import TrainOptions, Trainer, TrainTask
 from conftest import (early_result, event_scalars, killed_after_save,
                       rte_flags, run, shared_dir, start)
 
@@ -92,3 +95,90 @@ def test_killed_finetuning_resumes_exactly(shared):
   assert sorted(got) == sorted(want)
   for name, value in want.items():
     np.testing.assert_array_equal(got[name], value, err_msg=name)
+
+
+# A tiny task that carries state from step to step, as XLNet's memory does:
+# the loss of a batch reads the state its predecessors left.
+class _Linear(keras.Model):
+
+  def build(self, input_shape):
+    self.w = self.add_weight("w", shape=[2], initializer="ones")
+    self.built = True
+
+  def call(self, x):
+    return tf.reduce_sum(x * self.w, -1)
+
+
+class _CarryingTask(TrainTask):
+
+  def build_model(self):
+    return _Linear()
+
+  def state_shapes(self, per_replica_batch):
+    return [(per_replica_batch, 2)]
+
+  def compute_loss(self, model, features, state, training):
+    carried = state[0]
+    loss = tf.reduce_mean(tf.square(model(features["x"] + carried)
+                                    - features["y"]))
+    return loss, [0.5 * carried + features["x"]]
+
+
+def _carried_data(ctx, skip):
+  rng = np.random.RandomState(0)
+  x = rng.randn(40, 2).astype(np.float32)
+  return tf.data.Dataset.from_tensor_slices(
+      {"x": x, "y": x @ np.float32([1.5, -2.0])}).batch(4).skip(skip)
+
+
+class _Stop(Exception):
+  pass
+
+
+def _carrying(model_dir, stop_at=0):
+  """6 steps, a checkpoint every 3; stopped right after saving the
+  checkpoint of step `stop_at` (0: never)."""
+  trainer = Trainer(_CarryingTask(), TrainOptions(
+      model_dir=str(model_dir), train_steps=6, iterations=1,
+      save_steps=3, learning_rate=0.05, warmup_steps=0))
+
+  def on_save(step):
+    if step == stop_at:
+      raise _Stop
+  try:
+    trainer.train(_carried_data, 4, on_save=on_save)
+  except _Stop:
+    pass
+  return trainer
+
+
+def test_resume_restores_the_carried_state(tmp_path):
+  whole = _carrying(tmp_path / "whole")
+  _carrying(tmp_path / "cut", stop_at=3)
+  resumed = _carrying(tmp_path / "cut")
+  np.testing.assert_array_equal(resumed.model.w.numpy(),
+                                whole.model.w.numpy())
+  np.testing.assert_array_equal(resumed.state_vars[0].numpy(),
+                                whole.state_vars[0].numpy())
+  assert event_scalars(tmp_path / "cut" / "train")["loss"] == \
+      event_scalars(tmp_path / "whole" / "train")["loss"]
+
+
+def test_checkpoint_without_state_resumes_with_empty_memory(tmp_path, caplog):
+  """A checkpoint written before checkpoints held the carried state (model
+  and optimizer only, as the loop saved them then)."""
+  old = _carrying(tmp_path / "m", stop_at=3)
+  (tmp_path / "m" / "checkpoint").unlink()
+  for path in (tmp_path / "m").glob("ckpt-3.*"):
+    path.unlink()
+  tf.train.CheckpointManager(
+      tf.train.Checkpoint(model=old.model, optimizer=old.optimizer),
+      str(tmp_path / "m"), max_to_keep=5).save(checkpoint_number=3)
+  caplog.set_level("INFO")
+  resumed = _carrying(tmp_path / "m", stop_at=4)
+  assert (f"{tmp_path}/m/ckpt-3 holds no memory (it was written before "
+          "checkpoints held it): the memory starts empty") in caplog.messages
+  # The memory after three steps from zeros (steps 4-6).
+  x = [b["x"] for b in _carried_data(None, 3).as_numpy_iterator()]
+  np.testing.assert_allclose(resumed.state_vars[0].numpy(),
+                             0.25 * x[0] + 0.5 * x[1] + x[2], rtol=1e-6)

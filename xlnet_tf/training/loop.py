@@ -4,8 +4,8 @@ It owns: the distribution strategy, the optimizer (`optimizer.py`;
 global-norm clipping after the cross-replica all-reduce), state carried from
 step to step per replica (XLNet's memory), TensorBoard summaries (loss,
 learning rate, gradient norm, tokens/s), checkpoints every `save_steps` and
-exact resumption of step, optimizer state, input position and dropout
-masks (seeded by the step, `xlnet_tf.seeds`), dynamic loss
+exact resumption of step, optimizer state, carried state, input position
+and dropout masks (seeded by the step, `xlnet_tf.seeds`), dynamic loss
 scaling for float16 models, and multi-worker runs where only the chief
 writes. It seeds the weights and dropout from `TrainOptions.seed`, stops at
 a step whose loss is not finite (saving nothing of it), and turns a full
@@ -45,6 +45,8 @@ from xlnet_tf.training.options import TrainOptions
 from xlnet_tf.training.strategy import make_strategy
 from xlnet_tf.training.task import TrainTask
 
+# The checkpoint's name of the carried state (`Trainer.saved_state`).
+_SAVED_STATE = "carried_state"
 # `init_fn(model, path)`: loads the checkpoint at `path` into `model`.
 InitFn = Callable[[keras.Model, str], object]
 
@@ -135,6 +137,9 @@ class Trainer:
         self.checkpoint, save_dir, max_to_keep=opts.max_save,
         step_counter=self.optimizer.iterations)
     self.state_vars: List[tf.Variable] = []
+    # The carried state of every replica, `[replicas, *shape]` each, as the
+    # checkpoint holds it (`_gather_state`, `_scatter_state`).
+    self.saved_state: List[tf.Variable] = []
     self.dropout_draws: Optional[tf.Variable] = None
 
   @property
@@ -151,20 +156,65 @@ class Trainer:
     return {k: f for k, f in factors.items() if f != 1.0}
 
   def restore_or_initialize(self) -> int:
-    """Resumes from the newest checkpoint in model_dir, else loads
-    `init_checkpoint` through `init_fn`. Returns the step to start from."""
+    """Resumes from the newest checkpoint in model_dir (its carried state
+    too, once `_make_state` has run), else loads `init_checkpoint` through
+    `init_fn`. Returns the step to start from."""
     latest = tf.train.latest_checkpoint(self.opts.model_dir)
     if latest:
+      checkpoint = self.checkpoint
       try:
-        status = self.checkpoint.restore(latest)
+        without = self._state_missing_from(latest)
+        if without:
+          logging.info("%s %s: the memory starts empty", latest, without)
+          checkpoint = tf.train.Checkpoint(model=self.model,
+                                           optimizer=self.optimizer)
+        status = checkpoint.restore(latest)
       except (tf.errors.OpError, IndexError):
         find_damage(latest)  # a damaged file: one line naming it and the tensor
         raise
       status.assert_existing_objects_matched()
+      if self.saved_state and not without:
+        self._scatter_state()
       logging.info("resumed from %s at step %d", latest, self.step)
     elif self.opts.init_checkpoint:
       self.init_fn(self.model, self.opts.init_checkpoint)
     return self.step
+
+  def _state_missing_from(self, checkpoint: str) -> str:
+    """Why `checkpoint` cannot give this run its carried state ("" when it
+    can, or when the run carries none)."""
+    if not self.saved_state:
+      return ""
+    shapes = dict(tf.train.list_variables(checkpoint))
+    for i, var in enumerate(self.saved_state):
+      key = f"{_SAVED_STATE}/{i}/.ATTRIBUTES/VARIABLE_VALUE"
+      if key not in shapes:
+        return ("holds no memory (it was written before checkpoints held "
+                "it)")
+      if list(shapes[key]) != var.shape.as_list():
+        return (f"holds the memory of another layout ({shapes[key]}, this "
+                f"run {var.shape.as_list()}: replicas, batch per replica, "
+                "length, width)")
+    return ""
+
+  # Graphs, as a TPU strategy runs replicas only inside one.
+  @tf.function
+  def _gather_state(self) -> None:
+    """Copies every replica's carried state into `saved_state` (replica
+    order), for the checkpoint."""
+    for saved, var in zip(self.saved_state, self.state_vars):
+      per_replica = self.strategy.run(
+          lambda v=var: tf.expand_dims(v.read_value(), 0))
+      saved.assign(self.strategy.gather(per_replica, axis=0))
+
+  @tf.function
+  def _scatter_state(self) -> None:
+    """Gives each replica its row of `saved_state` (a restored run)."""
+    def place():
+      replica = tf.distribute.get_replica_context().replica_id_in_sync_group
+      for var, saved in zip(self.state_vars, self.saved_state):
+        var.assign(tf.gather(saved, replica))
+    self.strategy.run(place)
 
   def _choose_compute(self, per_replica_batch: int) -> None:
     """XLA or the graph for the forward/backward pass (`fastest`), by the
@@ -197,6 +247,14 @@ class Trainer:
           0, trainable=False, name="dropout_draws",
           synchronization=tf.VariableSynchronization.ON_READ,
           aggregation=tf.VariableAggregation.NONE)
+    # Outside the scope: one plain variable per state tensor, on the host,
+    # which a checkpoint saves as it is (an ON_READ variable would be saved
+    # as one replica's copy, or an aggregate).
+    self.saved_state = [
+        tf.Variable(tf.zeros([self.replicas, *s]), trainable=False,
+                    name=f"saved_state_{i}") for i, s in enumerate(shapes)]
+    if self.saved_state:
+      setattr(self.checkpoint, _SAVED_STATE, self.saved_state)
 
   def _gradients(self, features, state, seed):
     """Loss, new state and gradients of one micro-batch on this replica;
@@ -274,12 +332,12 @@ class Trainer:
       for path in remove_checkpoint_temps(opts.model_dir):
         logging.info("removed %s (left by an interrupted checkpoint save)",
                      path)
+    self._make_state(per_replica_batch)
     start = self.restore_or_initialize()
     if start >= opts.train_steps:
       logging.info("already at step %d >= train_steps %d", start,
                    opts.train_steps)
       return {}
-    self._make_state(per_replica_batch)
     self._choose_compute(per_replica_batch)
 
     def input_fn(ctx):
@@ -375,6 +433,8 @@ class Trainer:
   def _save(self, step: int) -> str:
     """Saves the checkpoint of `step`; a full disk is a one-line
     `UserError` naming model_dir, and the partial save is removed."""
+    if self.saved_state:
+      self._gather_state()
     try:
       return self.manager.save(checkpoint_number=step)
     except (OSError, tf.errors.OpError) as e:
