@@ -20,14 +20,28 @@ thousands of rows that way, silently. This runner turns the timer off
 (size-based flushing only, as the SDK workers already do by default); an
 `--experiments=data_buffer_time_limit_ms=N` that would turn it on in the
 workers is refused (`beam_jobs.check_options`).
+
+Its worker processes are `beam_worker.py`'s: Beam's own keep running after
+a killed driver (a minute or two, or to the end of a long element), and
+these stop within a second.
 """
 
 from __future__ import annotations
 
+import os
+import sys
+
+from apache_beam.portability import python_urns
 from apache_beam.portability.api import beam_provision_api_pb2
 from apache_beam.runners.portability.fn_api_runner import (fn_runner,
                                                            worker_handlers)
 from apache_beam.runners.portability.portable_runner import JobServiceHandle
+
+from data_utils import beam_worker
+
+# The worker command FnApiRunner.run_pipeline gives multi_processing.
+_BEAM_WORKER = f"{sys.executable} -m apache_beam.runners.worker.sdk_worker_main"
+
 
 class PythonDirectRunner(fn_runner.FnApiRunner):
   """Beam's DirectRunner as its batch path runs it (the FnApiRunner, with
@@ -45,3 +59,12 @@ class PythonDirectRunner(fn_runner.FnApiRunner):
       return super().run_pipeline(pipeline, options)
     finally:
       worker_handlers.DATA_BUFFER_TIME_LIMIT_MS = timed
+
+  def run_via_runner_api(self, pipeline_proto, options):
+    # Beam's workers outlive a killed driver; ours stop (beam_worker.py).
+    for environment in pipeline_proto.components.environments.values():
+      if (environment.urn == python_urns.SUBPROCESS_SDK and
+          environment.payload == _BEAM_WORKER.encode("utf-8")):
+        environment.payload = beam_worker.worker_command(
+            os.getpid()).encode("utf-8")
+    return super().run_via_runner_api(pipeline_proto, options)

@@ -9,10 +9,15 @@ option or argument of the two Beam jobs is one line before any work.
 - A runner that cannot take the job (no job server) is one line.
 - The entry scripts refuse a stray argument and a flag absl cannot parse
   in one line with exit code 2 (absl exits 1 after its usage text).
+- A killed driver's worker processes stop within a few seconds.
 """
 
+import os
+import signal
 import socket
+import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 
@@ -24,7 +29,7 @@ from apache_beam.runners.portability import prism_runner
 from apache_beam.runners.worker import data_plane
 from apache_beam.testing.util import assert_that, equal_to
 
-from conftest import refused, start
+from conftest import ROOT, corpus_slice, refused, spiece_path, start
 from data_utils import beam_jobs
 from data_utils.beam_direct import PythonDirectRunner
 from data_utils.errors import UsageError
@@ -180,3 +185,117 @@ def test_no_rows_lost_between_stages_with_two_workers(monkeypatch):
                | beam.combiners.Count.PerElement())
     assert_that(checked, equal_to([(True, n)]))
   assert timers and set(timers) == {0}
+
+
+# A driver whose workers mark `argv[1].<pid>` as they enter an element that
+# holds the GIL in one C call for minutes: Beam's harness cannot run its own
+# exit then.
+_LONG_ELEMENT_DRIVER = """
+import os, sys
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
+from data_utils import beam_jobs
+from data_utils.errors import UsageError
+
+def long_element(x, mark):
+  open(f"{mark}.{os.getpid()}", "w").close()
+  return sum(range(10**11))
+
+args = beam_jobs.check_options("DirectRunner", sys.argv[2])
+pipeline = beam.Pipeline(options=PipelineOptions(args))
+_ = (pipeline | beam.Create([0, 1]) | beam.Reshuffle()
+     | beam.Map(long_element, sys.argv[1]))
+beam_jobs.run(pipeline, "test", UsageError)
+"""
+
+
+def _processes():
+  """{pid: (parent pid, state, start time, command line)} from /proc."""
+  out = {}
+  for name in os.listdir("/proc"):
+    if not name.isdigit():
+      continue
+    try:
+      with open(f"/proc/{name}/stat", encoding="utf-8") as f:
+        stat = f.read().rsplit(")", 1)[1].split()
+      with open(f"/proc/{name}/cmdline", "rb") as f:
+        cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+      continue
+    out[int(name)] = (int(stat[1]), stat[0], stat[19], cmdline)
+  return out
+
+
+def _descendants(pid):
+  """{pid: start time} of every live process below `pid`."""
+  found, table, todo = {}, _processes(), [pid]
+  while todo:
+    parent = todo.pop()
+    for child, (ppid, state, started, _) in table.items():
+      if ppid == parent and state != "Z":
+        found[child] = started
+        todo.append(child)
+  return found
+
+
+def _live(processes):
+  """Those of `processes` ({pid: start time}) still running (a zombie, or a
+  new process with a reused pid, is gone)."""
+  table = _processes()
+  return {p: t for p, t in processes.items()
+          if p in table and table[p][1] != "Z" and table[p][2] == t}
+
+
+def _worker_children(pid):
+  return [c for c, (ppid, _, _, cmdline) in _processes().items()
+          if ppid == pid and "worker" in cmdline]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"),
+                    reason="reads /proc")
+@pytest.mark.parametrize("when", ["starting", "inside a long element"])
+def test_a_killed_drivers_workers_stop(shared, tmp_path, when):
+  """Beam's workers noticed a SIGKILLed driver only when their gRPC streams
+  broke and their main thread ran: workers still connecting lived on for
+  about 2 minutes (the records job), and one inside an element that holds
+  the GIL ran it to its end; a re-run raced them. Now every process the
+  driver started is gone within 10 s."""
+  if when == "starting":
+    cmd = [sys.executable, "-m",
+           "data_utils.pretraining.create_pretrain_data",
+           f"--input_glob={corpus_slice(shared, tmp_path, 2000)}",
+           f"--sp_path={spiece_path(shared)}",
+           f"--save_dir={tmp_path}/out", "--seq_len=64", "--reuse_len=32",
+           "--bsz_per_host=8", "--num_predict=10", "--perm_size=16",
+           "--runner=DirectRunner", f"--pipeline_options={TWO_WORKERS}"]
+  else:
+    cmd = [sys.executable, "-c", _LONG_ELEMENT_DRIVER,
+           str(tmp_path / "busy"), TWO_WORKERS]
+  driver = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+  workers = {}
+  try:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and driver.poll() is None:
+      if when == "starting":  # killed while they import Beam and connect
+        ready = len(_worker_children(driver.pid)) == 2
+      else:
+        ready = any(n.startswith("busy.") for n in os.listdir(tmp_path))
+      if ready:
+        break
+      time.sleep(0.05)
+    workers = _descendants(driver.pid)
+    assert driver.poll() is None and workers, "the workers never started"
+    driver.kill()
+    driver.wait()
+    killed = time.monotonic()
+    while _live(workers) and time.monotonic() - killed < 10:
+      time.sleep(0.1)
+    assert not _live(workers), (
+        f"worker processes alive 10 s after their driver was killed "
+        f"({when}): {sorted(_live(workers))}")
+  finally:
+    driver.kill()
+    driver.wait()
+    for pid in _live(workers):
+      os.kill(pid, signal.SIGKILL)
