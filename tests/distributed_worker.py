@@ -54,7 +54,7 @@ def mirrored_pretrain(records, model_dir, init, out):
   logs = trainer.train(lambda ctx, skip: t.pretrain_data(records, skip),
                        t.PER_REPLICA)
   mems = {f"mem_{layer}_replica_{r}": value.numpy()
-          for layer, var in enumerate(trainer.state_vars)
+          for layer, var in enumerate(trainer.carried.variables)
           for r, value in enumerate(
               strategy.experimental_local_results(var))}
   np.savez(out, *[w.numpy() for w in trainer.model.weights], **mems,

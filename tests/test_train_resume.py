@@ -158,8 +158,8 @@ def test_resume_restores_the_carried_state(tmp_path):
   resumed = _carrying(tmp_path / "cut")
   np.testing.assert_array_equal(resumed.model.w.numpy(),
                                 whole.model.w.numpy())
-  np.testing.assert_array_equal(resumed.state_vars[0].numpy(),
-                                whole.state_vars[0].numpy())
+  np.testing.assert_array_equal(resumed.carried.variables[0].numpy(),
+                                whole.carried.variables[0].numpy())
   assert event_scalars(tmp_path / "cut" / "train")["loss"] == \
       event_scalars(tmp_path / "whole" / "train")["loss"]
 
@@ -180,5 +180,5 @@ def test_checkpoint_without_state_resumes_with_empty_memory(tmp_path, caplog):
           "checkpoints held it): the memory starts empty") in caplog.messages
   # The memory after three steps from zeros (steps 4-6).
   x = [b["x"] for b in _carried_data(None, 3).as_numpy_iterator()]
-  np.testing.assert_allclose(resumed.state_vars[0].numpy(),
+  np.testing.assert_allclose(resumed.carried.variables[0].numpy(),
                              0.25 * x[0] + 0.5 * x[1] + x[2], rtol=1e-6)

@@ -36,6 +36,7 @@ from xlnet_tf.building import build_once
 from xlnet_tf.checkpoint_files import find_damage
 from xlnet_tf.precision import cpu_has_native_bfloat16
 from xlnet_tf.seeds import dropout_seeds, step_seed, sub_seed
+from xlnet_tf.training.carried_state import CarriedState
 from xlnet_tf.training.optimizer import (layer_lr_factor, make_optimizer,
                                          variable_key)
 from xlnet_tf.training.fastest import RunSize, resolve_jit_compile
@@ -45,8 +46,6 @@ from xlnet_tf.training.options import TrainOptions
 from xlnet_tf.training.strategy import make_strategy
 from xlnet_tf.training.task import TrainTask
 
-# The checkpoint's name of the carried state (`Trainer.saved_state`).
-_SAVED_STATE = "carried_state"
 # `init_fn(model, path)`: loads the checkpoint at `path` into `model`.
 InitFn = Callable[[keras.Model, str], object]
 
@@ -136,10 +135,7 @@ class Trainer:
     self.manager = tf.train.CheckpointManager(
         self.checkpoint, save_dir, max_to_keep=opts.max_save,
         step_counter=self.optimizer.iterations)
-    self.state_vars: List[tf.Variable] = []
-    # The carried state of every replica, `[replicas, *shape]` each, as the
-    # checkpoint holds it (`_gather_state`, `_scatter_state`).
-    self.saved_state: List[tf.Variable] = []
+    self.carried = CarriedState(self.strategy, [])
     self.dropout_draws: Optional[tf.Variable] = None
 
   @property
@@ -163,7 +159,7 @@ class Trainer:
     if latest:
       checkpoint = self.checkpoint
       try:
-        without = self._state_missing_from(latest)
+        without = self.carried.missing_from(latest)
         if without:
           logging.info("%s %s: the memory starts empty", latest, without)
           checkpoint = tf.train.Checkpoint(model=self.model,
@@ -173,48 +169,12 @@ class Trainer:
         find_damage(latest)  # a damaged file: one line naming it and the tensor
         raise
       status.assert_existing_objects_matched()
-      if self.saved_state and not without:
-        self._scatter_state()
+      if self.carried.saved and not without:
+        self.carried.scatter()
       logging.info("resumed from %s at step %d", latest, self.step)
     elif self.opts.init_checkpoint:
       self.init_fn(self.model, self.opts.init_checkpoint)
     return self.step
-
-  def _state_missing_from(self, checkpoint: str) -> str:
-    """Why `checkpoint` cannot give this run its carried state ("" when it
-    can, or when the run carries none)."""
-    if not self.saved_state:
-      return ""
-    shapes = dict(tf.train.list_variables(checkpoint))
-    for i, var in enumerate(self.saved_state):
-      key = f"{_SAVED_STATE}/{i}/.ATTRIBUTES/VARIABLE_VALUE"
-      if key not in shapes:
-        return ("holds no memory (it was written before checkpoints held "
-                "it)")
-      if list(shapes[key]) != var.shape.as_list():
-        return (f"holds the memory of another layout ({shapes[key]}, this "
-                f"run {var.shape.as_list()}: replicas, batch per replica, "
-                "length, width)")
-    return ""
-
-  # Graphs, as a TPU strategy runs replicas only inside one.
-  @tf.function
-  def _gather_state(self) -> None:
-    """Copies every replica's carried state into `saved_state` (replica
-    order), for the checkpoint."""
-    for saved, var in zip(self.saved_state, self.state_vars):
-      per_replica = self.strategy.run(
-          lambda v=var: tf.expand_dims(v.read_value(), 0))
-      saved.assign(self.strategy.gather(per_replica, axis=0))
-
-  @tf.function
-  def _scatter_state(self) -> None:
-    """Gives each replica its row of `saved_state` (a restored run)."""
-    def place():
-      replica = tf.distribute.get_replica_context().replica_id_in_sync_group
-      for var, saved in zip(self.state_vars, self.saved_state):
-        var.assign(tf.gather(saved, replica))
-    self.strategy.run(place)
 
   def _choose_compute(self, per_replica_batch: int) -> None:
     """XLA or the graph for the forward/backward pass (`fastest`), by the
@@ -232,29 +192,16 @@ class Trainer:
         if self.jit_compile else self._gradients
 
   def _make_state(self, per_replica_batch: int) -> None:
-    shapes = self.task.state_shapes(per_replica_batch)
+    self.carried = CarriedState(self.strategy,
+                                self.task.state_shapes(per_replica_batch))
+    self.carried.attach(self.checkpoint)
     with self.strategy.scope():
-      # Per-replica copies (ON_READ): each replica keeps its own memory.
-      self.state_vars = [
-          tf.Variable(tf.zeros(s), trainable=False,
-                      synchronization=tf.VariableSynchronization.ON_READ,
-                      aggregation=tf.VariableAggregation.NONE,
-                      name=f"carried_state_{i}")
-          for i, s in enumerate(shapes)]
       # Counts a micro-batch's dropout seed draws (`seeds.dropout_seeds`),
       # per replica. Not checkpointed: zeroed for every micro-batch.
       self.dropout_draws = tf.Variable(
           0, trainable=False, name="dropout_draws",
           synchronization=tf.VariableSynchronization.ON_READ,
           aggregation=tf.VariableAggregation.NONE)
-    # Outside the scope: one plain variable per state tensor, on the host,
-    # which a checkpoint saves as it is (an ON_READ variable would be saved
-    # as one replica's copy, or an aggregate).
-    self.saved_state = [
-        tf.Variable(tf.zeros([self.replicas, *s]), trainable=False,
-                    name=f"saved_state_{i}") for i, s in enumerate(shapes)]
-    if self.saved_state:
-      setattr(self.checkpoint, _SAVED_STATE, self.saved_state)
 
   def _gradients(self, features, state, seed):
     """Loss, new state and gradients of one micro-batch on this replica;
@@ -289,7 +236,7 @@ class Trainer:
     """One optimizer step over `grad_accum_steps` micro-batches: gradients
     summed (so k batches of n equal one batch of k * n), all-reduced over
     replicas, clipped by global norm, applied once."""
-    state = [v.read_value() for v in self.state_vars] or None
+    state = [v.read_value() for v in self.carried.variables] or None
     ctx = tf.distribute.get_replica_context()
     # The step before this update: what a resumed run restores.
     seed = step_seed(self.opts.seed, self.optimizer.iterations,
@@ -309,7 +256,7 @@ class Trainer:
       norm = tf.linalg.global_norm(grads)
     self.optimizer.apply_gradients(zip(grads, variables),
                                    experimental_aggregate_gradients=False)
-    for var, value in zip(self.state_vars, new_state or []):
+    for var, value in zip(self.carried.variables, new_state or []):
       var.assign(tf.cast(value, var.dtype))
     self.loss_metric.update_state(loss)
     self.grad_norm_metric.update_state(norm)
@@ -433,8 +380,8 @@ class Trainer:
   def _save(self, step: int) -> str:
     """Saves the checkpoint of `step`; a full disk is a one-line
     `UserError` naming model_dir, and the partial save is removed."""
-    if self.saved_state:
-      self._gather_state()
+    if self.carried.saved:
+      self.carried.gather()
     try:
       return self.manager.save(checkpoint_number=step)
     except (OSError, tf.errors.OpError) as e:
