@@ -14,8 +14,11 @@ In a bucket (a `data_utils.paths` URL) there is no rename: an object
 appears whole when its upload completes. So `atomic_path` hands out a local
 temp file and uploads it to the final name when the block ends well, and a
 `temp_dir` there is a key prefix with the same temp name, whose objects are
-removed when the block ends (or, if its writer died, by the next writer's
-`remove_stale_temps`).
+removed when the block ends. Its writer holds a lease beside it
+(`<temp name>.lease`, `data_utils.leases`) from before its first object
+until after its last is removed, so a dead writer's temp goes at the next
+run there on any host once the lease has expired (on its own host, as soon
+as its process is gone), and a live one's stays.
 """
 
 from __future__ import annotations
@@ -27,9 +30,9 @@ import re
 import shutil
 import socket
 import tempfile
-from typing import List
+from typing import List, Optional
 
-from data_utils import paths
+from data_utils import leases, paths
 from data_utils.errors import disk_full_is
 
 TEMP_PREFIX = ".tmp-xlnet-"
@@ -67,10 +70,13 @@ def writer_gone(host: str, pid: int) -> bool:
   return host == host_name() and not _pid_alive(pid)
 
 
-def remove_stale_temps(directory: str) -> List[str]:
+def remove_stale_temps(directory: str,
+                       now: Optional[float] = None) -> List[str]:
   """Removes the temp files and folders of this project in `directory`
-  whose writing process (on this host) is no longer running; returns their
-  paths. Any other file, and a live writer's temp, is left alone.
+  whose writing process (on this host) is no longer running, and in a
+  bucket also those whose lease has expired by `now` (a stamp of that
+  store; by default a fresh one); returns their paths. Any other file, and
+  a live writer's temp, is left alone.
 
   Example:
     >>> import tempfile, os
@@ -89,18 +95,14 @@ def remove_stale_temps(directory: str) -> List[str]:
     names = paths.listdir(directory)
   except FileNotFoundError:
     return removed
+  if paths.is_remote(directory):
+    return _remove_stale_in_bucket(directory, names, now)
   for name in names:
     match = _TEMP_NAME.match(name)
     if not match or not writer_gone(match.group("host"),
                                     int(match.group("pid"))):
       continue
     path = paths.join(directory, name)
-    if paths.is_remote(path):
-      paths.rmtree(path)
-      if paths.isfile(path):
-        paths.remove(path)
-      removed.append(path)
-      continue
     if os.path.islink(path):
       continue
     try:
@@ -116,18 +118,60 @@ def remove_stale_temps(directory: str) -> List[str]:
   return removed
 
 
+def _remove_stale_in_bucket(directory: str, names: List[str],
+                            now: Optional[float]) -> List[str]:
+  leased = {n[:-len(leases.SUFFIX)] for n in names
+            if n.endswith(leases.SUFFIX)
+            and _TEMP_NAME.match(n[:-len(leases.SUFFIX)])}
+  stamp = [now]
+
+  def gone(name: str) -> bool:
+    match = _TEMP_NAME.match(name)
+    if writer_gone(match.group("host"), int(match.group("pid"))):
+      return True
+    if name not in leased:
+      return False
+    if stamp[0] is None:  # the store's time now, from a lease of our own
+      with leases.Lease(paths.join(directory, temp_prefix() + _random_part()
+                                   + leases.SUFFIX)) as probe:
+        stamp[0] = probe.stamp
+    return leases.expired(paths.join(directory, name + leases.SUFFIX),
+                          stamp[0])
+
+  removed = []
+  for name in names:
+    if not _TEMP_NAME.match(name) or not gone(name):
+      continue
+    path = paths.join(directory, name)
+    paths.rmtree(path)
+    if paths.isfile(path):
+      paths.remove(path)
+    removed.append(path)
+  for name in leased:  # after its temp, so no temp is ever left unleased
+    if paths.join(directory, name) in removed or (
+        name not in names and gone(name)):
+      try:
+        paths.remove(paths.join(directory, name + leases.SUFFIX))
+      except FileNotFoundError:
+        pass  # another run removed it first
+  return removed
+
+
 @contextlib.contextmanager
 def temp_dir(directory: str):
   """Yields a new temp folder (`temp_prefix()` + random) in `directory`,
   after removing the stale temps there; removes it, and whatever is still
-  in it, when the block ends (a writer renames what it keeps out first)."""
+  in it, when the block ends (a writer renames what it keeps out first).
+  In a bucket its lease (`<name>.lease`) is held from before the first
+  object until the last is removed."""
   if paths.is_remote(directory):
-    remove_stale_temps(directory)
     path = paths.join(directory, temp_prefix() + _random_part())
-    try:
-      yield path
-    finally:
-      paths.rmtree(path)
+    with leases.Lease(path + leases.SUFFIX) as lease:
+      remove_stale_temps(directory, now=lease.stamp)
+      try:
+        yield path
+      finally:
+        paths.rmtree(path)
     return
   os.makedirs(directory, exist_ok=True)
   remove_stale_temps(directory)

@@ -301,8 +301,27 @@ def open_file(path: str, mode: str = "r", encoding: Optional[str] = None,
 
 
 def read_bytes(path: str) -> bytes:
-  with open_file(path, "rb") as f:
+  """A whole file; from a bucket in one request (so one version of it)."""
+  if is_remote(path):
+    return filesystem(path).cat_file(path)
+  with open(local_path(path), "rb") as f:
     return f.read()
+
+
+def create_exclusive(path: str, data: bytes) -> bool:
+  """Writes object `data` at URL `path` unless one is there: True if this
+  call made it (of racing writers one does: the store decides)."""
+  try:  # GCS ifGenerationMatch=0, S3 If-None-Match: *
+    filesystem(path).pipe_file(path, data, mode="create")
+  except FileExistsError:  # what gcsfs (on a 412) and s3fs raise
+    return False
+  return True
+
+
+def modified(path: str) -> float:
+  """When `path` was last written (seconds since 1970, its store's clock)."""
+  return filesystem(path).modified(path).timestamp() if is_remote(path) \
+      else os.path.getmtime(local_path(path))
 
 
 def makedirs(path: str) -> None:
@@ -323,10 +342,9 @@ def rmtree(path: str) -> None:
   if not is_remote(path):
     shutil.rmtree(local_path(path), ignore_errors=True)
     return
-  fs = filesystem(path)
-  keys = fs.find(path)
+  keys = filesystem(path).find(path)
   if keys:
-    fs.rm(keys)
+    filesystem(path).rm(keys)
 
 
 def upload(local_file: str, path: str) -> None:

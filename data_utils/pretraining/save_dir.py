@@ -47,10 +47,13 @@ disk, so two runs of other builds started together would both pass it and
 mix. While a run checks and builds, it holds a shared lock on
 `save_dir/.xlnet_tf_build.lock`, which holds its build's settings: runs of
 the same build share it, a run of another build is refused in one line.
-A bucket has no locks, so there a run only reads what is there: another
-build already written is refused as above, but two runs of other builds
-started at the same moment are not told apart (one build per save_dir is
-then the user's to keep).
+In a bucket, which has no locks, the same holds through a claim object at
+that name (`data_utils.claims`): the store lets exactly one of the runs
+racing for it create it, runs of the same build share it, a run of another
+build is refused in the same line, and the last run to leave removes it.
+Each run holding it keeps a lease beside it (`.xlnet_tf_build.lock.d/`),
+so a claim whose runs all died is taken over by the next run once their
+leases expire (`XLNET_TF_LEASE_SECONDS`, 60 s).
 
 A failed run removes the folders it made and left empty (`made_dirs`).
 """
@@ -67,7 +70,7 @@ from typing import Dict, Iterable, Optional, Sequence, Tuple
 
 from absl import logging
 
-from data_utils import paths as paths_module
+from data_utils import claims, paths as paths_module
 from data_utils.atomic import TEMP_PREFIX
 from data_utils.errors import UsageError
 from data_utils.fingerprint import file_sha256
@@ -280,10 +283,13 @@ def claimed(save_dir: str, settings: Dict[str, object]):
   one-line UsageError when a run of a build with other `settings` holds it
   (see the module docstring). The last run to leave removes the lock file.
   Claims and releases take turns under a lock on the folder itself, so a
-  claim sees every run that started before it. In a bucket: nothing (no
-  locks there; see the module docstring)."""
+  claim sees every run that started before it. In a bucket: the claim
+  object of `data_utils.claims` at the lock file's name."""
   if paths_module.is_remote(save_dir):
-    yield
+    with claims.held(paths_module.join(save_dir, BUILD_LOCK), settings,
+                     lambda theirs: _check_running(save_dir, theirs,
+                                                   settings)):
+      yield
     return
   guard = os.open(save_dir, os.O_RDONLY)
   path = os.path.join(save_dir, BUILD_LOCK)

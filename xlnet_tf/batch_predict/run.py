@@ -33,9 +33,9 @@ it. (The entries are written one by one, so a failure among them is
 already the "some are missing" line.) An object whose entry already lists
 it with the new bytes (a finished unit of an earlier run of the same job)
 is kept as it is, not copied again (never the manifest). The prefixes of
-killed runs go at the next run from the same host
-(`atomic.remove_stale_temps`: the prefix is named by the driver's host and
-process).
+killed runs go at the next run (`atomic.remove_stale_temps`: on a disk
+from the same host, the prefix being named by the driver's host and
+process; in a bucket from any host, once the driver's lease has expired).
 """
 
 from __future__ import annotations
