@@ -174,7 +174,7 @@ def test_checkpoint_without_state_resumes_with_empty_memory(tmp_path, caplog):
   tf.train.CheckpointManager(
       tf.train.Checkpoint(model=old.model, optimizer=old.optimizer),
       str(tmp_path / "m"), max_to_keep=5).save(checkpoint_number=3)
-  caplog.set_level("INFO")
+  caplog.set_level("INFO", logger="absl")  # whatever verbosity ran before
   resumed = _carrying(tmp_path / "m", stop_at=4)
   assert (f"{tmp_path}/m/ckpt-3 holds no memory (it was written before "
           "checkpoints held it): the memory starts empty") in caplog.messages

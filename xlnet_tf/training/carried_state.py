@@ -41,6 +41,10 @@ class CarriedState:
     self.saved: List[tf.Variable] = [
         tf.Variable(tf.zeros([replicas, *s]), trainable=False,
                     name=f"saved_state_{i}") for i, s in enumerate(shapes)]
+    # Graphs, as a TPU strategy runs replicas only inside one; this run's
+    # own (one tf.function shared by every run would retrace for each).
+    self.gather = tf.function(self._gather)
+    self.scatter = tf.function(self._scatter)
 
   def attach(self, checkpoint: tf.train.Checkpoint) -> None:
     """Makes `checkpoint` save and restore the gathered state."""
@@ -64,17 +68,14 @@ class CarriedState:
                 "length, width)")
     return ""
 
-  # Graphs, as a TPU strategy runs replicas only inside one.
-  @tf.function
-  def gather(self) -> None:
+  def _gather(self) -> None:
     """Copies every replica's state into `saved` (before a save)."""
     for saved, var in zip(self.saved, self.variables):
       per_replica = self.strategy.run(
           lambda v=var: tf.expand_dims(v.read_value(), 0))
       saved.assign(self.strategy.gather(per_replica, axis=0))
 
-  @tf.function
-  def scatter(self) -> None:
+  def _scatter(self) -> None:
     """Gives each replica its row of `saved` (after a restore)."""
     def place():
       replica = tf.distribute.get_replica_context().replica_id_in_sync_group
