@@ -48,23 +48,26 @@ def _holders(claim: str) -> str:
 
 
 def _read(claim: str) -> Optional[dict]:
-  """The claim's content; None when there is none ({} when unreadable: a
-  claim of some other build)."""
+  """The claim's content; None when there is none. An object there that is
+  not a claim of ours is a one-line UsageError: it is never taken over or
+  removed."""
   try:
     data = json.loads(paths.read_bytes(claim))
   except FileNotFoundError:
     return None
   except ValueError:
-    return {}
-  return data if isinstance(data, dict) else {}
+    data = None
+  if not (isinstance(data, dict) and isinstance(data.get("epoch"), str)
+          and data["epoch"]):
+    raise UsageError(f"{claim}: not a build claim of xlnet-tf (JSON with an "
+                     "epoch and settings); it is left as it is: remove it if "
+                     "it is not yours, or use another folder")
+  return data
 
 
 def _epoch(content: Optional[dict]) -> Optional[str]:
   # Never "": a lease holding "" is a run that only looks.
-  if content is None:
-    return None
-  epoch = content.get("epoch")
-  return epoch if isinstance(epoch, str) and epoch else "unreadable"
+  return None if content is None else content["epoch"]
 
 
 def _wait() -> None:

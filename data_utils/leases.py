@@ -73,6 +73,7 @@ class Lease:
     self._thread: Optional[threading.Thread] = None
 
   def start(self) -> "Lease":
+    lease_seconds()  # a bad setting: one line here, not in the thread
     self.renew()
     self._thread = threading.Thread(target=self._keep, daemon=True,
                                     name=f"lease {self.path}")

@@ -2,7 +2,8 @@
 flag for every bad location (exit 2 through `errors.run_main`).
 
 - `check_store`: a bucket URL's store has its filesystem installed, answers
-  within a bounded wait, has credentials, and holds the bucket.
+  within a bounded wait, has credentials, and holds the bucket (and
+  `XLNET_TF_LEASE_SECONDS`, which its writers read, is valid).
 - `check_writable_dir`: a folder that is, or can be made as, writable
   (locally: its nearest existing ancestor; in a bucket: `check_store`).
 - `tf_path`: a path TensorFlow reads or writes itself: local, or a scheme
@@ -18,7 +19,7 @@ import os
 import threading
 from typing import Optional, Tuple
 
-from data_utils import paths
+from data_utils import leases, paths
 from data_utils.errors import UsageError
 
 # The bounded wait for a store to answer the first request of a run.
@@ -55,6 +56,7 @@ def check_store(path: str, flag: str) -> None:
   a local path; writes nothing."""
   if not paths.is_remote(path):
     return
+  leases.lease_seconds()  # what every writer to a bucket reads
   where = f"--{flag}={path}"
   try:
     fs = paths.filesystem(path)

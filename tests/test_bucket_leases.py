@@ -248,3 +248,43 @@ def test_a_dead_writers_temp_goes_at_a_run_on_another_host(store):
     assert _temps(server, "host-b", "tree", folder) == sorted([
         old_c[len(folder) + 1:], name(live_temp), lease(live_temp)])
     assert live.poll() is None
+
+
+def test_an_object_of_yours_at_the_claims_name_is_kept(s3_server, tmp_path):
+  """An object at `.xlnet_tf_build.lock` that is not a claim of ours is
+  never taken over or removed: one line, exit 2, and its bytes stay."""
+  bucket = f"s3://leases-{uuid.uuid4().hex[:10]}"
+  make_s3_bucket(s3_server, bucket[5:])
+  url = f"{bucket}/out"
+  start = tmp_path / "start"
+  start.touch()
+  with _processes() as begin:
+    put = begin(s3_server, "import sys\nfrom data_utils import paths\n"
+                "with paths.open_file(sys.argv[1], 'wb') as f:\n"
+                "  f.write(b'my notes')", f"{url}/.xlnet_tf_build.lock")
+    assert _ended(put).returncode == 0
+    res = _ended(begin(s3_server, CLAIM, url, 32, start, 0))
+    assert refused(res) == (
+        f"{PROGRAM}: {url}/.xlnet_tf_build.lock: not a build claim of "
+        "xlnet-tf (JSON with an epoch and settings); it is left as it is: "
+        "remove it if it is not yours, or use another folder")
+    read = _ended(begin(s3_server, "import sys\nfrom data_utils import "
+                        "paths\nprint(paths.read_bytes(sys.argv[1]))",
+                        f"{url}/.xlnet_tf_build.lock"))
+    assert read.stdout.strip() == "b'my notes'", read.stderr[-3000:]
+
+
+def test_a_bad_lease_period_is_one_line_before_any_work(shared, s3_server,
+                                                         tmp_path):
+  bucket = f"s3://leases-{uuid.uuid4().hex[:10]}"
+  make_s3_bucket(s3_server, bucket[5:])
+  res = run([sys.executable, "-m",
+             "data_utils.pretraining.create_pretrain_data",
+             f"--input_glob={corpus_slice(shared, tmp_path, 40)}",
+             f"--sp_path={spiece_path(shared)}",
+             f"--save_dir={bucket}/out", "--seq_len=32", "--reuse_len=16",
+             "--bsz_per_host=4", "--num_predict=6", "--perm_size=8"], 300,
+            {**_env(s3_server), "XLNET_TF_LEASE_SECONDS": "soon"})
+  assert refused(res) == (f"{PROGRAM}: XLNET_TF_LEASE_SECONDS=soon: must be "
+                          "a number of seconds above 0")
+  assert _temps(s3_server, "host-a", "tree", bucket) == []
