@@ -159,6 +159,40 @@ def test_records_two_builds_at_once_into_one_save_dir(corpus):
       ".xlnet_tf_outputs.json", "corpus_info.json", "ids_cache", "tfrecords"]
 
 
+
+@pytest.mark.parametrize("theirs", ["file", "symlink", "folder"])
+def test_a_file_of_yours_at_the_lock_name_is_kept(corpus, theirs):
+  """A file, symlink or folder at `.xlnet_tf_build.lock` that no run of
+  ours left is one line, exit 2, and stays as it was (it used to be
+  truncated, written and removed)."""
+  save_dir = corpus["work"] / f"lock-{theirs}"
+  save_dir.mkdir()
+  lock = save_dir / save_dir_module.BUILD_LOCK
+  notes = corpus["work"] / f"notes-{theirs}"
+  notes.write_text("my notes")
+  why = {"file": "it is neither empty nor a build's settings",
+         "symlink": "Too many levels of symbolic links",
+         "folder": "Is a directory"}[theirs]
+  {"file": lambda: lock.write_text("my notes"),
+   "symlink": lambda: lock.symlink_to(notes),
+   "folder": lock.mkdir}[theirs]()
+  code, err = _line("create_pretrain_data", lambda: records_cli.build_from_flags(
+      _record_flags(corpus, save_dir, max_batches=1)))
+  assert (code, err) == (2, [
+      f"create_pretrain_data: {lock}: not a build lock of xlnet-tf ({why}); "
+      "it is left as it is: remove it if it is not yours, or use another "
+      "--save_dir"])
+  assert os.listdir(save_dir) == [save_dir_module.BUILD_LOCK]
+  assert notes.read_text() == "my notes"
+  if theirs == "file":
+    assert lock.read_text() == "my notes"
+  lock.unlink() if theirs != "folder" else lock.rmdir()
+  lock.write_text("")  # a run killed before writing its settings left it
+  code, err = _line("create_pretrain_data", lambda: records_cli.build_from_flags(
+      _record_flags(corpus, save_dir, max_batches=1)))
+  assert (code, err) == (0, []), err
+  assert save_dir_module.BUILD_LOCK not in os.listdir(save_dir)
+
 def test_negative_direct_workers_is_one_line():
   # Both jobs' check: Beam accepted it and its local runner then failed on
   # an empty worker list (an IndexError traceback, exit 1).

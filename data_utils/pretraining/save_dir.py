@@ -46,9 +46,10 @@ ids_cache/ once the records are built" (docs/pretraining.md) safe.
 disk, so two runs of other builds started together would both pass it and
 mix. While a run checks and builds, it holds a shared lock on
 `save_dir/.xlnet_tf_build.lock`, which holds its build's settings: runs of
-the same build share it, a run of another build is refused in one line.
-In a bucket, which has no locks, the same holds through a claim object at
-that name (`data_utils.claims`): the store lets exactly one of the runs
+the same build share it, a run of another build is refused in one line,
+and a file there that no run of ours left is refused and kept. In a
+bucket, which has no locks, the same holds through a claim object at that
+name (`data_utils.claims`): the store lets exactly one of the runs
 racing for it create it, runs of the same build share it, a run of another
 build is refused in the same line, and the last run to leave removes it.
 Each run holding it keeps a lease beside it (`.xlnet_tf_build.lock.d/`),
@@ -135,14 +136,16 @@ def _ours(path: str) -> Optional[dict]:
       info = json.load(f)
   except (OSError, ValueError):
     return None
-  if isinstance(info, dict) and str(info.get("format", "")).startswith(
-      _FORMAT_PREFIX):
-    return info
-  return None
+  return info if _of_a_build(info) else None
 
 
 def _shown(value) -> str:
   return json.dumps(value, sort_keys=True)
+
+
+def _of_a_build(info) -> bool:
+  return isinstance(info, dict) and str(info.get("format", "")).startswith(
+      _FORMAT_PREFIX)
 
 
 def check_one_build(save_dir: str, settings: Dict[str, object]) -> None:
@@ -296,12 +299,18 @@ def claimed(save_dir: str, settings: Dict[str, object]):
   fd = -1
   try:
     fcntl.flock(guard, fcntl.LOCK_EX)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    mine = _shown(settings).encode()
+    try:
+      fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as e:  # a folder or a symlink (never followed) there
+      raise _not_a_lock(path, e.strerror) from None
     try:
       fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+      if not _lock_is_ours(os.pread(fd, 1 << 20, 0)):
+        os.close(fd)
+        fd = -1  # a file of the user's: never written over or removed
+        raise _not_a_lock(path, "it is neither empty nor a build's settings")
       os.ftruncate(fd, 0)  # no run holds it: the settings are ours now
-      os.pwrite(fd, mine, 0)
+      os.pwrite(fd, _shown(settings).encode(), 0)
     except BlockingIOError:
       _check_running(save_dir, os.pread(fd, 1 << 20, 0), settings)
     fcntl.flock(fd, fcntl.LOCK_SH)
@@ -310,13 +319,33 @@ def claimed(save_dir: str, settings: Dict[str, object]):
   finally:
     fcntl.flock(guard, fcntl.LOCK_EX)
     if fd >= 0:
-      try:
+      with contextlib.suppress(BlockingIOError):
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         os.unlink(path)  # no other run holds it
-      except BlockingIOError:
-        pass
       os.close(fd)
     os.close(guard)  # releases the folder's lock
+
+
+def _not_a_lock(path: str, what: str) -> UsageError:
+  return UsageError(
+      f"{path}: not a build lock of xlnet-tf ({what}); it is left as it "
+      "is: remove it if it is not yours, or use another --save_dir")
+
+
+def _lock_is_ours(content: bytes) -> bool:
+  """Whether a lock file no run holds is one a run of ours left: empty (just
+  made, or killed before writing) or a build's settings.
+
+  Example:
+    >>> _lock_is_ours(b""), _lock_is_ours(b'{"format": "xlnet-tf/pretrain/v2"}')
+    (True, True)
+    >>> _lock_is_ours(b"my notes")
+    False
+  """
+  try:
+    return not content or _of_a_build(json.loads(content))
+  except ValueError:
+    return False
 
 
 def _check_running(save_dir: str, theirs: bytes,
