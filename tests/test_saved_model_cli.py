@@ -64,6 +64,9 @@ def _cli_cases(sm, missing):
           run("serve_text", "text=[1, 2]"),
           "--input_exprs: input 'text' has int64 values, signature "
           "'serve_text' takes string"),
+      # absl's app.run printed its usage and exited 1.
+      "unknown_flag": (["show", "--dir", sm, "--bogus"],
+                       "Unknown command line flag 'bogus'"),
       "unknown_tag_set": (
           ["show", "--dir", sm, "--tag_set", "gpu"],
           f"--tag_set=gpu: no such tag-set in {sm}; it has: serve"),
@@ -107,7 +110,7 @@ def cli_results(text_export, tmp_path_factory):
 @pytest.mark.parametrize("case", ["missing_dir", "unknown_signature",
                                   "bad_expression", "wrong_key", "wrong_shape",
                                   "missing_input", "wrong_type",
-                                  "unknown_tag_set"])
+                                  "unknown_tag_set", "unknown_flag"])
 def test_saved_model_cli_error_is_one_line(cli_results, case):
   got, want = cli_results[case]
   assert got["code"] == 2 and "Traceback" not in got["stderr"]

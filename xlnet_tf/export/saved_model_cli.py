@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import copy
 import importlib
+import itertools
 import os
 import sys
 from typing import List, Optional
@@ -40,6 +41,14 @@ def _cli_flag_values(argv: List[str], cli_module):
     rest = own(argv, known_only=True)
   except flags.Error as e:
     raise UsageError(one_line(e)) from e
+  for arg in itertools.takewhile(lambda a: a != "--", rest[1:]):
+    name = arg.lstrip("-").split("=")[0]
+    # absl's own flags (--v, --logtostderr) are TF's run's; any other is
+    # an error absl's app.run would exit 1 on.
+    if (arg.startswith("-") and arg.split("=")[0] not in _HELP
+        and name not in flags.FLAGS
+        and not (name.startswith("no") and name[2:] in flags.FLAGS)):
+      raise UsageError(f"Unknown command line flag '{name}'")
   command = next((a for a in rest[1:] if not a.startswith("-")), None)
   return command, {name: own[name].value for name in _CLI_CHECKED}
 
