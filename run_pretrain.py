@@ -25,7 +25,6 @@ import xlnet_tf
 from data_utils.errors import (UsageError, UserError, check_positive,
                                run_app, run_main)
 from data_utils import paths
-from data_utils.atomic import atomic_path
 from data_utils.fingerprint import file_sha256
 from data_utils.path_checks import check_store, check_writable_dir, tf_path
 from data_utils.pretraining.examples import (PERM_SIZE_FLAG_DEFAULT,
@@ -38,10 +37,10 @@ from data_utils.text_files import read_json
 from xlnet_tf import model_folder
 from xlnet_tf.cli import define_performance_flags
 from xlnet_tf.config import MAX_N_TOKEN, ConfigError
-from xlnet_tf.io import (check_init_checkpoint, load_checkpoint,
-                         save_original_checkpoint)
+from xlnet_tf.io import check_init_checkpoint, load_checkpoint
 from xlnet_tf.tasks import PretrainTask
-from xlnet_tf.training import (TrainOptions, Trainer, num_workers, split_cpu,
+from xlnet_tf.training import (TrainOptions, Trainer, check_original_export,
+                               export_original, num_workers, split_cpu,
                                write_run_files)
 
 FLAGS = flags.FLAGS
@@ -97,6 +96,9 @@ def define_flags() -> None:
   flags.DEFINE_float("dropatt", 0.0, "Attention dropout.")
   # Optimization and loop.
   flags.DEFINE_string("model_dir", None, "Checkpoints and summaries.")
+  flags.DEFINE_bool("overwrite", False, "Replace files in model_dir/original/ "
+                    "(the final weights in the original's layout) that "
+                    "xlnet-tf did not write.")
   flags.DEFINE_string("init_checkpoint", None,
                       "Start from this checkpoint (original or native layout).")
   flags.DEFINE_float("learning_rate", 1e-4, "Peak learning rate.")
@@ -337,6 +339,7 @@ def _pretrain(f) -> int:
       seed=f.seed)
   train_opts.validate()
   check_resume(f, config, options)  # before anything is written there
+  check_original_export(f.model_dir, f.overwrite)
   check_init_checkpoint(train_opts, config=config)
   trainer = Trainer(PretrainTask(config, options, f.seq_len), train_opts,
                     init_fn=load_checkpoint)
@@ -375,15 +378,8 @@ def _pretrain(f) -> int:
   logs = trainer.train(dataset_fn, per_replica)
   if not trainer.is_chief:
     return 0  # multi-worker: the chief exports
-  # Its own directory: the original layout's `checkpoint` state file must
-  # not shadow the training checkpoints'.
-  export_dir = paths.join(f.model_dir, "original")
-  prefix = save_original_checkpoint(
-      trainer.model, paths.join(export_dir, "xlnet_model.ckpt"))
-  config.to_json(paths.join(export_dir, "xlnet_config.json"))
-  if f.spiece_model_file:
-    with atomic_path(paths.join(export_dir, "spiece.model")) as tmp:
-      paths.download(f.spiece_model_file, tmp)
+  prefix = export_original(trainer.model, config, f.model_dir,
+                           f.spiece_model_file)
   logging.info("final loss %s; original-layout weights: %s (+ "
                "xlnet_config.json)", logs.get("loss"), prefix)
   return 0

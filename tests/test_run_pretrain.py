@@ -16,9 +16,12 @@ import pytest
 import tensorflow as tf
 
 import xlnet_tf as xt
+from data_utils.fingerprint import file_sha256
+from data_utils.outputs import read_ledger
 from data_utils.pretraining import examples as pd
 from data_utils.pretraining.create_pretrain_data import create_pretrain_data
 from data_utils.pretraining.reader import pretrain_dataset
+from xlnet_tf.training import check_original_export
 from conftest import (corpus_slice, early_result, event_scalars,
                       killed_after_save, refused, run, shared_dir,
                       spiece_path)
@@ -95,11 +98,40 @@ def test_loss_falls_and_export_loads_into_classifier():
                             "model/sequnece_summary/summary/kernel"]
   assert report.unused == ["model/lm_loss/bias",
                            "model/transformer/mask_emb/mask_emb"]
+  # The export is in its folder's ledger, so a later run may replace it.
+  names = sorted(os.listdir(export))
+  assert {n: e["sha256"] for n, e in read_ledger(str(export)).items()} == {
+      n: file_sha256(str(export / n)) for n in names if not n.startswith(".")}
+  assert len(read_ledger(str(export))) == 4  # no --spiece_model_file
+  check_original_export(str(model_dir), overwrite=False)
   # the loaded encoder is the trained one, not a fresh init
   native = xt.XLNetPretrainer(xt.XLNetModel(config))
   assert xt.load_checkpoint(native, str(model_dir)) is None  # native layout
   np.testing.assert_array_equal(clf.encoder.word_embedding.numpy(),
                                 native.encoder.word_embedding.numpy())
+
+
+def foreign_export_run(work):
+  """A run into a model_dir whose original/spiece.model is the user's."""
+  model_dir = work / "theirs"
+  (model_dir / "original").mkdir(parents=True)
+  (model_dir / "original" / "spiece.model").write_bytes(b"my model")
+  return model_dir, run(_cmd(early_result(pretrain_records), model_dir, 10,
+                             [f"--spiece_model_file={spiece_path(shared_dir())}"]),
+                        300)
+
+
+@pytest.mark.early("foreign_export_run")
+@pytest.mark.usefixtures("records")
+def test_a_file_of_yours_in_the_export_folder_stops_the_run_first():
+  model_dir, res = early_result(foreign_export_run)
+  assert refused(res) == (
+      f"run_pretrain: --model_dir={model_dir}: original/spiece.model exists "
+      "and was not written by xlnet-tf (or was changed since); move it, or "
+      "pass --overwrite to replace it")
+  assert os.listdir(model_dir) == ["original"]  # before any training
+  assert os.listdir(model_dir / "original") == ["spiece.model"]
+  assert (model_dir / "original" / "spiece.model").read_bytes() == b"my model"
 
 
 def test_skip_resumes_the_exact_input_position(records):

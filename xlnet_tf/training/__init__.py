@@ -4,12 +4,14 @@
   task      TrainTask: the hooks a task implements for the loop
   strategy  split_cpu, make_strategy
   files     checkpoint numbering and listing, interrupted-save temps, run side files,
+            the final weights in the original layout (model_dir/original/),
             evaluation scalars for TensorBoard
   fastest   the speed settings chosen per machine (XLA or the graph)
   loop      Trainer (and dense_gradients)
 """
 
-from xlnet_tf.training.files import (checkpoint_number,
+from xlnet_tf.training.files import (check_original_export,
+                                     checkpoint_number, export_original,
                                      remove_checkpoint_temps,
                                      training_checkpoints,
                                      write_eval_scalars, write_run_files)
