@@ -290,8 +290,7 @@ def claimed(save_dir: str, settings: Dict[str, object]):
   object of `data_utils.claims` at the lock file's name."""
   if paths_module.is_remote(save_dir):
     with claims.held(paths_module.join(save_dir, BUILD_LOCK), settings,
-                     lambda theirs: _check_running(save_dir, theirs,
-                                                   settings)):
+                     lambda them: _check_running(save_dir, them, settings)):
       yield
     return
   guard = os.open(save_dir, os.O_RDONLY)
@@ -301,13 +300,15 @@ def claimed(save_dir: str, settings: Dict[str, object]):
     fcntl.flock(guard, fcntl.LOCK_EX)
     try:
       fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
-    except OSError as e:  # a folder or a symlink (never followed) there
-      raise _not_a_lock(path, e.strerror) from None
+    except OSError as e:  # never through a symlink
+      raise _not_a_lock(path, "a symlink" if os.path.islink(path) else
+                        "a folder" if os.path.isdir(path) else e.strerror
+                        ) from None
     try:
       fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
       if not _lock_is_ours(os.pread(fd, 1 << 20, 0)):
-        os.close(fd)
-        fd = -1  # a file of the user's: never written over or removed
+        os.close(fd)  # a file of the user's: never written over or removed
+        fd = -1
         raise _not_a_lock(path, "it is neither empty nor a build's settings")
       os.ftruncate(fd, 0)  # no run holds it: the settings are ours now
       os.pwrite(fd, _shown(settings).encode(), 0)
@@ -327,9 +328,9 @@ def claimed(save_dir: str, settings: Dict[str, object]):
 
 
 def _not_a_lock(path: str, what: str) -> UsageError:
-  return UsageError(
-      f"{path}: not a build lock of xlnet-tf ({what}); it is left as it "
-      "is: remove it if it is not yours, or use another --save_dir")
+  return UsageError(f"{path}: not a build lock of xlnet-tf ({what}); it is "
+                    "left as it is: remove it if it is not yours, or use "
+                    "another --save_dir")
 
 
 def _lock_is_ours(content: bytes) -> bool:
@@ -337,10 +338,9 @@ def _lock_is_ours(content: bytes) -> bool:
   made, or killed before writing) or a build's settings.
 
   Example:
-    >>> _lock_is_ours(b""), _lock_is_ours(b'{"format": "xlnet-tf/pretrain/v2"}')
-    (True, True)
-    >>> _lock_is_ours(b"my notes")
-    False
+    >>> [_lock_is_ours(c) for c in (b"", b'{"format": "xlnet-tf/pretrain/v2"}',
+    ...                              b"my notes")]
+    [True, True, False]
   """
   try:
     return not content or _of_a_build(json.loads(content))
