@@ -39,8 +39,9 @@ from xlnet_tf.cli import define_performance_flags
 from xlnet_tf.config import MAX_N_TOKEN, ConfigError
 from xlnet_tf.io import check_init_checkpoint, load_checkpoint
 from xlnet_tf.tasks import PretrainTask
-from xlnet_tf.training import (TrainOptions, Trainer, check_original_export,
-                               export_original, num_workers, split_cpu,
+from xlnet_tf.tasks.language_model.original_export import (
+    check_original_export, export_original)
+from xlnet_tf.training import (TrainOptions, Trainer, num_workers, split_cpu,
                                write_run_files)
 
 FLAGS = flags.FLAGS

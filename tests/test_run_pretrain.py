@@ -21,7 +21,8 @@ from data_utils.outputs import read_ledger
 from data_utils.pretraining import examples as pd
 from data_utils.pretraining.create_pretrain_data import create_pretrain_data
 from data_utils.pretraining.reader import pretrain_dataset
-from xlnet_tf.training import check_original_export
+from xlnet_tf.tasks.language_model.original_export import (
+    check_original_export)
 from conftest import (corpus_slice, early_result, event_scalars,
                       killed_after_save, refused, run, shared_dir,
                       spiece_path)

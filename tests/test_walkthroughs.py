@@ -211,8 +211,9 @@ def test_records_then_pretraining_make_a_model_folder(done):
   assert sorted(i["task"] for i in infos) == list(range(info["num_task"]))
   assert all(i["num_batch"] > 0 for i in infos)
   folder = work / "pretrained" / "original"
-  assert sorted(os.listdir(folder)) == [
-      "checkpoint", "spiece.model", "xlnet_config.json",
+  assert sorted(os.listdir(folder)) == [  # the export and its ledger
+      ".xlnet_tf_outputs.json", "checkpoint", "spiece.model",
+      "xlnet_config.json",
       "xlnet_model.ckpt.data-00000-of-00001", "xlnet_model.ckpt.index"]
   loaded = pretrained.load(str(folder))
   assert loaded.config == CONFIG

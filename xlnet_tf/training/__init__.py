@@ -4,14 +4,12 @@
   task      TrainTask: the hooks a task implements for the loop
   strategy  split_cpu, make_strategy
   files     checkpoint numbering and listing, interrupted-save temps, run side files,
-            the final weights in the original layout (model_dir/original/),
             evaluation scalars for TensorBoard
   fastest   the speed settings chosen per machine (XLA or the graph)
   loop      Trainer (and dense_gradients)
 """
 
-from xlnet_tf.training.files import (check_original_export,
-                                     checkpoint_number, export_original,
+from xlnet_tf.training.files import (checkpoint_number,
                                      remove_checkpoint_temps,
                                      training_checkpoints,
                                      write_eval_scalars, write_run_files)

@@ -1,6 +1,6 @@
 """The loop's files in `model_dir`: checkpoint numbering, what interrupted
-saves leave behind, the JSON side files of a run, evaluation scalars for
-TensorBoard, and the final weights in the original's layout."""
+saves leave behind, the JSON side files of a run, and evaluation scalars
+for TensorBoard."""
 
 from __future__ import annotations
 
@@ -12,11 +12,7 @@ from typing import Dict, List
 import tensorflow as tf
 
 from data_utils import paths
-from data_utils.atomic import atomic_path, write_json
-from data_utils.fingerprint import file_sha256
-from data_utils.outputs import check_outputs, record_outputs
-from xlnet_tf.config import XLNetConfig
-from xlnet_tf.io.original import save_original_checkpoint
+from data_utils.atomic import write_json
 
 # TensorFlow writes checkpoint `<prefix>` into `<prefix>_temp/` (before 2.x
 # releases `<prefix>_temp_<uuid hex>/`; files
@@ -143,41 +139,3 @@ def write_eval_scalars(model_dir: str, split: str, step: int,
       tf.summary.scalar(key, value)
   writer.close()
   return directory
-
-
-# The original layout's files, in their own folder: its `checkpoint` state
-# file must not shadow the training checkpoints'.
-ORIGINAL_DIR = "original"
-_ORIGINAL_CKPT = "xlnet_model.ckpt"
-_ORIGINAL_FILES = (f"{_ORIGINAL_CKPT}.index",
-                   f"{_ORIGINAL_CKPT}.data-00000-of-00001", "checkpoint",
-                   "xlnet_config.json", "spiece.model")
-
-
-def check_original_export(model_dir: str, overwrite: bool) -> None:
-  """Before training: a one-line UsageError unless each file that
-  `export_original` writes is absent, or in `model_dir/original/`'s output
-  ledger with its current bytes, or `overwrite`. Writes nothing."""
-  check_outputs([paths.join(model_dir, ORIGINAL_DIR, name)
-                 for name in _ORIGINAL_FILES], "model_dir", overwrite,
-                value=model_dir)
-
-
-def export_original(model, config: XLNetConfig, model_dir: str,
-                    spiece_model_file: str = "") -> str:
-  """Writes `model`'s weights in the original's layout with its config (and
-  the SentencePiece model) into `model_dir/original/`, a folder the
-  fine-tuning scripts and the original code load, and records them in its
-  ledger. Returns the checkpoint prefix."""
-  directory = paths.join(model_dir, ORIGINAL_DIR)
-  prefix = save_original_checkpoint(model,
-                                    paths.join(directory, _ORIGINAL_CKPT))
-  config.to_json(paths.join(directory, "xlnet_config.json"))
-  if spiece_model_file:
-    with atomic_path(paths.join(directory, "spiece.model")) as tmp:
-      paths.download(spiece_model_file, tmp)
-  written = [n for n in _ORIGINAL_FILES
-             if paths.exists(paths.join(directory, n))]
-  record_outputs(directory, {n: file_sha256(paths.join(directory, n))
-                             for n in written})
-  return prefix

@@ -1,6 +1,7 @@
 """XLNet as a language model: pretraining and the LM scripts.
 
   model              LMHead, XLNetPretrainer, PretrainTask (`run_pretrain.py`)
+  original_export    run_pretrain's model_dir/original/ (checked, written)
   passes             two_stream_pass: every target's logits in one pass
   generation, generation_search   cached decoding: greedy, sampling, beams
   scoring            left-to-right log p(x), pseudo-log-likelihood
