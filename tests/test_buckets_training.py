@@ -24,6 +24,7 @@ import tensorflow as tf
 import xlnet_tf as xt
 from conftest import ROOT, corpus_slice, refused, run, shared_dir, spiece_path
 from conftest import killed_after_save, start
+from data_utils.outputs import LEDGER_ENTRIES, read_ledger
 from data_utils.pretraining import examples as pd
 from data_utils.pretraining.create_pretrain_data import create_pretrain_data
 from object_stores import make_gcs_bucket, make_s3_bucket
@@ -263,6 +264,17 @@ def _check_pretrain_outputs(local_dir, back):
     assert _sha(back / name) == _sha(local_dir / name), name
   _assert_same_values(_variables(back / "original/xlnet_model.ckpt"),
                       _variables(local_dir / "original/xlnet_model.ckpt"))
+  # Both exports are in their folder's ledger (in a bucket, one object per
+  # file, here copied back), so a later run may replace them.
+  names = ("checkpoint", "xlnet_config.json",
+           "xlnet_model.ckpt.data-00000-of-00001", "xlnet_model.ckpt.index")
+  local = read_ledger(str(local_dir / "original"))
+  assert {n: e["sha256"] for n, e in local.items()} == {
+      n: _sha(local_dir / "original" / n) for n in names}
+  bucket = [json.loads(p.read_text())
+            for p in (back / "original" / LEDGER_ENTRIES).iterdir()]
+  assert {e["name"]: e["sha256"] for e in bucket} == {
+      n: _sha(back / "original" / n) for n in names}
 
 
 # Bad paths: one line, exit 2, before any work ------------------------------
